@@ -1,0 +1,5 @@
+import sys
+
+from tenantry.cli import main
+
+sys.exit(main())

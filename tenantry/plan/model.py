@@ -1,0 +1,245 @@
+"""The Plan: every number tenantry decides, decided once.
+
+Immutable; deploy/, local/, render/ and the load-test gate read it and never
+recompute. `Plan.to_dict()` is what `tenantry plan --json` prints (its keys
+are documented in the README). Bytes are bytes, prices are USD, rates are per
+second or per minute as the key says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from tenantry.findings import Finding
+
+
+@dataclass(frozen=True)
+class MigSlices:
+    profile: str
+    available: int
+    used: int
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    name: str
+    gpu: str
+    nodes: int
+    gpus_per_node: int
+    gpu_hour_price_usd: float
+    mig_layout: tuple[str, ...] | None
+    mig_config: str | None
+    """Name of the mig-parted configuration the GPU Operator applies to the pool's nodes."""
+    gpus: int
+    gpus_used: int
+    mig_slices: tuple[MigSlices, ...]
+    node_label: str
+    """Value of the tenantry.io/pool node label (and taint) engines select."""
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """One GPU (or MIG slice) of one replica."""
+
+    device_bytes: int
+    claimed_bytes: int
+    """device_bytes x gpu_memory_utilization: what vLLM takes."""
+    weight_bytes: int
+    """This GPU's share of the weights (divided by tensor parallelism)."""
+    reserve_bytes: int
+    """Activations, CUDA graphs and runtime (runtime_reserve_fraction x device)."""
+    lora_bytes: int
+    """max_loras adapter slots at max_lora_rank."""
+    kv_bytes: int
+    """What is left for the KV cache (never below 0)."""
+
+
+@dataclass(frozen=True)
+class KvPlan:
+    bytes_per_token: int
+    """2 x layers x KV heads x head dim x KV dtype bytes, the whole model."""
+    bytes_per_token_per_gpu: int
+    """The same on one GPU once KV heads are split by tensor parallelism."""
+    tokens_per_replica: int
+    max_context: int
+    typical_context: int
+    """Concurrency-weighted prompt + output of the tenants routed here."""
+    sequences_at_max_context: int
+    sequences_at_typical_context: int
+    max_num_seqs: int
+    """vLLM --max-num-seqs: min(spec bound, sequences at typical context)."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    tenant: str
+    slots: int
+
+
+@dataclass(frozen=True)
+class SlotPlan:
+    capacity: int
+    """max_num_seqs x replicas: sequences the engine runs at once."""
+    reserved: tuple[Reservation, ...]
+    """Guaranteed tenants' slots, from their contracted concurrency."""
+    reserved_total: int
+    shared: int
+    """capacity - reserved_total: best-effort shares these; spot uses them only while idle."""
+    best_effort_demand: int
+    spot_demand: int
+
+
+@dataclass(frozen=True)
+class AdapterPlan:
+    name: str
+    tenant: str
+    rank: int
+    target_modules: tuple[str, ...]
+    source: str
+    bytes: int
+    """Adapter weights in bf16 (host cache and storage)."""
+
+
+@dataclass(frozen=True)
+class LoraPlan:
+    enabled: bool
+    max_lora_rank: int
+    max_loras: int
+    max_cpu_loras: int
+    slot_bytes_per_gpu: int
+    """One adapter slot on one GPU: every LoRA-capable projection at max_lora_rank."""
+    adapters: tuple[AdapterPlan, ...]
+
+
+@dataclass(frozen=True)
+class TokenPlan:
+    throughput_source: Literal["catalog", "spec"]
+    prefill_size_class: str
+    decode_size_class: str
+    prefill_tokens_per_second: float
+    """One replica."""
+    decode_tokens_per_second: float
+    """One replica."""
+    input_token_fraction: float
+    """Share of the tenants' tokens that are prompt tokens (TPM-weighted)."""
+    sustainable_tpm: int
+    """All replicas, at the tenants' mix of prompt and output tokens."""
+    demand_tpm: int
+    guaranteed_tpm: int
+    overcommit_ratio: float
+    usd_per_hour: float
+    """GPU cost of all replicas."""
+    usd_per_1k_input_tokens: float
+    usd_per_1k_output_tokens: float
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    name: str
+    model: str
+    revision: str
+    source: str
+    weights: str
+    kv_cache_dtype: str
+    pool: str
+    gpu: str
+    placement: Literal["gpus", "mig", "cpu"]
+    tensor_parallel: int
+    mig_profile: str | None
+    replicas: int
+    gpu_resource: str | None
+    """Extended resource each replica requests (nvidia.com/gpu, nvidia.com/mig-<profile>), None on CPU."""
+    gpu_resource_count: int
+    gpu_memory_utilization: float
+    memory: MemoryPlan
+    kv: KvPlan
+    slots: SlotPlan
+    lora: LoraPlan
+    tokens: TokenPlan
+    tenants: tuple[str, ...]
+    """Tenants with traffic on this engine (directly or through its adapters)."""
+
+
+@dataclass(frozen=True)
+class TrafficPlan:
+    target: str
+    engine: str
+    adapter: str | None
+    share: float
+    profile: str
+    tpm: int
+    concurrency: int
+
+
+@dataclass(frozen=True)
+class TenantPlan:
+    name: str
+    tier: str
+    priority: int
+    namespace: str
+    models: tuple[str, ...]
+    adapters: tuple[str, ...]
+    tpm: int
+    rpm: int
+    max_concurrency: int
+    budget_usd: float
+    budget_window: str
+    cache_isolation: str
+    cache_salt: str | None
+    ttft_p95_ms: float
+    itl_p95_ms: float
+    max_error_rate: float
+    typical_prompt_tokens: int
+    typical_output_tokens: int
+    max_prompt_tokens: int | None
+    max_output_tokens: int | None
+    reserved_slots: int
+    traffic: tuple[TrafficPlan, ...]
+
+
+@dataclass(frozen=True)
+class Fallback:
+    model: str
+    to: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GatewayPlan:
+    replicas: int
+    fallbacks: tuple[Fallback, ...]
+    tier_priorities: tuple[tuple[str, int], ...]
+    shed_spot_at_kv_usage: float
+    shed_best_effort_at_kv_usage: float
+    shed_spot_at_waiting: int
+    shed_best_effort_at_waiting: int
+    metrics_max_age_seconds: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    stack: str
+    description: str
+    kubernetes_version: str
+    mig_strategy: Literal["none", "mixed"]
+    pools: tuple[PoolPlan, ...]
+    engines: tuple[EnginePlan, ...]
+    tenants: tuple[TenantPlan, ...]
+    gateway: GatewayPlan
+    refusals: tuple[Finding, ...]
+    warnings: tuple[Finding, ...]
+
+    @property
+    def fits(self) -> bool:
+        return not self.refusals
+
+    def engine(self, name: str) -> EnginePlan:
+        return next(e for e in self.engines if e.name == name)
+
+    def tenant(self, name: str) -> TenantPlan:
+        return next(t for t in self.tenants if t.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["fits"] = self.fits
+        return data

@@ -1,0 +1,100 @@
+"""The shipped stacks plan to the numbers the issue and the seeds describe,
+checked by hand from catalog figures where it matters."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tenantry.catalog.gpus import GPU_TYPES
+from tenantry.catalog.models import CATALOG_MODELS
+from tenantry.findings import PlanRefused
+from tenantry.plan import plan
+from tenantry.spec import load_spec_text
+from tenantry.stacks import plan_stack, require_fit, stack_path
+
+
+def test_h100x8_shared_70b_by_hand():
+    p = plan_stack("h100x8-shared-70b")
+    engine = p.engine("llama-70b")
+    device = GPU_TYPES["H100-80GB-SXM"].memory_bytes  # 81,559 MiB
+    weights_per_gpu = math.ceil(CATALOG_MODELS["llama-3.1-70b"].architecture.total_parameters * 2 / 8)
+    reserve = int(device * 0.10)
+    kv = int(device * 0.90) - weights_per_gpu - reserve
+    assert (engine.memory.weight_bytes, engine.memory.reserve_bytes, engine.memory.kv_bytes) == (weights_per_gpu, reserve, kv)
+    assert engine.kv.bytes_per_token == 2 * 80 * 8 * 128 * 1  # fp8 KV cache
+    assert engine.kv.bytes_per_token_per_gpu == 2 * 80 * 1 * 128 * 1  # one KV head per GPU at TP 8
+    tokens = kv // 20_480
+    assert engine.kv.tokens_per_replica == tokens
+    assert engine.kv.sequences_at_max_context == tokens // 16_384
+    # Concurrency-weighted typical context of the five tenants (prompt + output).
+    typical = round((50 * 1050 + 15 * 6400 + 25 * 3500 + 40 * 2200 + 5 * 2000) / (50 + 15 + 25 + 40 + 5))
+    assert engine.kv.typical_context == typical == 2474
+    assert engine.kv.max_num_seqs == 256  # KV holds ~1,000 at that context; the spec caps the batch
+    assert (engine.slots.capacity, engine.slots.reserved_total, engine.slots.shared) == (256, 65, 191)
+    assert engine.gpu_resource == "nvidia.com/gpu" and engine.gpu_resource_count == 8
+    # Seed 004's five tenants add up to 210K TPM.
+    assert engine.tokens.demand_tpm == 210_000 and engine.tokens.guaranteed_tpm == 110_000
+    assert sorted(t.name for t in p.tenants) == ["code-agent", "extraction-batch", "legal-rag", "research", "support-chat"]
+
+
+def test_seed_004_node_holds_about_1_3m_tokens_with_a_bf16_cache():
+    text = stack_path("h100x8-shared-70b").read_text().replace("kv_cache_dtype: fp8", "kv_cache_dtype: auto")
+    engine = plan(load_spec_text(text), "variant").engine("llama-70b")
+    aggregate = engine.kv.tokens_per_replica  # one replica spans the node
+    assert aggregate == pytest.approx(1.3e6, rel=0.06)
+
+
+def test_mig_stack_mixes_slices_and_tensor_parallelism():
+    p = plan_stack("h100-mig-mixed")
+    assert p.mig_strategy == "mixed"
+    mig_pool = next(pool for pool in p.pools if pool.mig_layout)
+    assert mig_pool.mig_config == "tenantry-1x3g.40gb-2x2g.20gb"
+    assert {s.profile: (s.used, s.available) for s in mig_pool.mig_slices} == {"3g.40gb": (8, 8), "2g.20gb": (16, 16)}
+    big = p.engine("llama-70b")
+    assert big.placement == "gpus" and big.tensor_parallel == 4 and big.pool == "h100-whole"
+    small = p.engine("qwen-7b")
+    assert small.placement == "mig" and small.gpu_resource == "nvidia.com/mig-3g.40gb" and small.gpu_resource_count == 1
+    assert small.memory.device_bytes == GPU_TYPES["H100-80GB-SXM"].mig_profile("3g.40gb").memory_bytes
+
+
+def test_many_adapters_stack_sizes_lora_from_the_plan():
+    p = plan_stack("h200-many-adapters")
+    engine = p.engine("llama-70b")
+    assert len(engine.lora.adapters) == 200
+    assert len({a.tenant for a in engine.lora.adapters}) == 20
+    assert engine.lora.max_lora_rank == max(a.rank for a in engine.lora.adapters) == 32
+    assert 1 <= engine.lora.max_loras < 200
+    assert engine.lora.max_cpu_loras >= engine.lora.max_loras
+    assert engine.memory.lora_bytes == engine.lora.max_loras * engine.lora.slot_bytes_per_gpu
+    # The planner gave adapters about a tenth of what weights and reserve leave.
+    free = engine.memory.claimed_bytes - engine.memory.weight_bytes - engine.memory.reserve_bytes
+    assert engine.memory.lora_bytes <= 0.10 * free < engine.memory.lora_bytes + engine.lora.slot_bytes_per_gpu
+
+
+def test_local_stack_has_one_tenant_per_tier_and_adapters():
+    p = plan_stack("local")
+    assert {t.tier for t in p.tenants} == {"guaranteed", "best-effort", "spot"}
+    tiny = p.engine("tiny")
+    assert tiny.placement == "cpu" and tiny.gpu_resource is None
+    assert tiny.lora.enabled and tiny.lora.max_loras == 1 and tiny.lora.max_lora_rank == 8
+    assert p.gateway.fallbacks[0].model == "tiny" and p.gateway.fallbacks[0].to == ("micro",)
+    assert p.tenant("acme").cache_salt == "tenant-acme" and p.tenant("initech").cache_salt is None
+
+
+def test_require_fit_stops_consumers_of_a_plan_that_does_not_fit():
+    text = stack_path("local").read_text().replace("max_concurrency: 4\n    budget: {usd: 5", "max_concurrency: 400\n    budget: {usd: 5")
+    crowded = plan(load_spec_text(text), "crowded")
+    assert not crowded.fits
+    with pytest.raises(PlanRefused) as caught:
+        require_fit(crowded)
+    assert "guaranteed tenants reserve" in str(caught.value)
+    assert require_fit(plan_stack("local")).fits
+
+
+def test_plan_is_deterministic_and_immutable():
+    first, second = plan_stack("h200-many-adapters"), plan_stack("h200-many-adapters")
+    assert first == second
+    with pytest.raises(AttributeError):
+        first.engines[0].kv.max_num_seqs = 1  # type: ignore[misc]
