@@ -18,7 +18,8 @@ def weight_bytes(arch: Architecture, weights: str) -> int:
     Every MoE expert counts: all of them stay resident."""
     if weights == "bf16":
         return arch.total_parameters * 2
-    quantised = arch.total_parameters - arch.embedding_parameters
+    # An explicit architecture may understate its total; never count negative weights.
+    quantised = max(0, arch.total_parameters - arch.embedding_parameters)
     return math.ceil(quantised * WEIGHT_BYTES[weights]) + arch.embedding_parameters * 2
 
 
