@@ -5,11 +5,13 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# checkov has many dependencies of its own: it lives in a separate environment.
+TOOLS := .venv-tools
 PYTEST_ARGS ?=
 
 .PHONY: local test bench docs venv clean
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed $(TOOLS)/.installed
 
 # Reinstalled whenever the pins change; pip itself is pinned too.
 $(VENV)/.installed: pyproject.toml requirements.lock
@@ -19,6 +21,12 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check pip==25.3
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,deploy]'
+	touch $@
+
+$(TOOLS)/.installed: requirements-tools.lock
+	test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check pip==25.3
+	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-tools.lock
 	touch $@
 
 local: venv
@@ -32,10 +40,11 @@ test: venv
 
 bench: venv
 	$(BIN)/python benchmarks/plan_scale.py
+	$(BIN)/python benchmarks/render.py
 
 # Regenerate the README's spec reference after changing tenantry/spec/schema.py.
 docs: venv
 	$(BIN)/python -m tenantry.docs
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .hypothesis *.egg-info

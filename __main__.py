@@ -1,4 +1,4 @@
-"""`pulumi up`: read the stack's spec, plan it, refuse what does not fit.
+"""`pulumi up`: read the stack's spec, plan it, build the platform.
 
 A spec error or a plan that does not fit stops the program before any
 resource is registered, with the same field-path reasons `tenantry plan`
@@ -7,6 +7,7 @@ prints (pulumi.RunError: the message, no Python traceback).
 
 import pulumi
 
+from tenantry.deploy.platform import Platform, PlatformArgs
 from tenantry.findings import PlanRefused, SpecError
 from tenantry.stacks import plan_stack, require_fit
 
@@ -16,5 +17,6 @@ except (SpecError, PlanRefused) as error:
     reasons = "\n".join(f"  {finding}" for finding in error.findings)
     raise pulumi.RunError(f"{error.headline}\n{reasons}") from None
 
-pulumi.export("engines", {e.name: {"replicas": e.replicas, e.gpu_resource or "cpu": e.gpu_resource_count} for e in plan.engines})
-pulumi.export("tenant_namespaces", [t.namespace for t in plan.tenants])
+platform = Platform("tenantry", PlatformArgs(plan))
+pulumi.export("gateway_url", platform.gateway_url)
+pulumi.export("tenant_namespaces", platform.tenant_namespaces)

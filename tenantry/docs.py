@@ -37,11 +37,14 @@ SECTIONS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("tenants[].slo", schema.Slo),
     ("tenants[].typical", schema.TypicalRequest),
     ("tenants[].traffic[]", schema.TrafficShare),
+    ("tenants[].namespace_quota", schema.NamespaceQuota),
     ("tiers", schema.Tiers),
     ("tiers.<tier>", schema.TierPolicy),
     ("gateway", schema.Gateway),
     ("gateway.fallbacks[]", schema.Fallback),
     ("gateway.admission", schema.Admission),
+    ("platform", schema.Platform),
+    ("platform.postgres", schema.Postgres),
 )
 
 

@@ -30,6 +30,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("stack", metavar="STACK", help="a stack file (stacks/local.yaml) or a stack name (local)")
     plan.add_argument("--json", action="store_true", help="print the whole Plan as JSON (keys in the README)")
+
+    render = commands.add_parser(
+        "render", help="write the Kubernetes manifests `pulumi up` would apply, for review or GitOps",
+        description="Run the Pulumi program offline (mock runtime), validate every object against the stack's "
+        "Kubernetes version and tenantry's policies, and write one YAML file per object (secrets redacted). "
+        "Exit 0 when all is valid, 1 when validation or a policy fails or the plan does not fit, 2 for an "
+        "invalid spec.",
+    )
+    render.add_argument("stack", metavar="STACK", help="a stack file or a stack name")
+    render.add_argument("--out", required=True, metavar="DIR", help="directory for the manifests")
     return parser
 
 
@@ -69,8 +79,41 @@ def _run_plan(args: argparse.Namespace) -> int:
     return EXIT_FITS if stack_plan.fits else EXIT_DOES_NOT_FIT
 
 
+def _run_render(args: argparse.Namespace) -> int:
+    from tenantry.deploy.checks import check_rendering
+    from tenantry.deploy.offline import render, write
+    from tenantry.stacks import stack_path
+
+    try:
+        stack_plan = plan_stack(args.stack)
+    except SpecError as error:
+        _print_spec_error(error, as_json=False)
+        return EXIT_INVALID_SPEC
+    console = _stdout_console()
+    if not stack_plan.fits:
+        from tenantry.cli.plan_report import print_verdict
+
+        print_verdict(stack_plan, console)
+        return EXIT_DOES_NOT_FIT
+    rendering = render(stack_path(args.stack), stack_plan.stack)
+    written = write(rendering, args.out)
+    problems = check_rendering(rendering, stack_plan)
+    console.print(f"{len(written)} files in {args.out}: {len(rendering.manifests())} Kubernetes objects, "
+                  f"{len(rendering.releases())} Helm releases (secrets redacted)")
+    if problems:
+        console.print(Text(f"{len(problems)} problem(s):", style="bold red"))
+        for problem in problems:
+            console.print(Text(f"  ✗ {problem}"), soft_wrap=True)
+        return EXIT_DOES_NOT_FIT
+    console.print(Text("valid", style="bold green") + Text(
+        f": every object against Kubernetes {stack_plan.kubernetes_version} (strict), and tenantry's policies"))
+    return EXIT_FITS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "render":
+        return _run_render(args)
     return _run_plan(args)
 
 

@@ -35,6 +35,8 @@ from tenantry.plan.model import (
     MemoryPlan,
     MigSlices,
     Plan,
+    PlatformPlan,
+    PodPlan,
     PoolPlan,
     TenantPlan,
     TokenPlan,
@@ -103,6 +105,8 @@ def plan(spec: Spec, stack: str) -> Plan:
     )
     if spec.gateway.replicas < 2:
         notes.warn("gateway.replicas", "one gateway replica: every request fails while it restarts")
+    if spec.platform.postgres.backup_destination is None:
+        notes.warn("platform.postgres.backup_destination", "not set: keys, budgets and spend are not backed up")
 
     return Plan(
         stack=stack,
@@ -113,6 +117,7 @@ def plan(spec: Spec, stack: str) -> Plan:
         engines=engines,
         tenants=tenants,
         gateway=_plan_gateway(spec),
+        platform=_plan_platform(spec),
         refusals=tuple(notes.refusals),
         warnings=tuple(notes.warnings),
     )
@@ -172,8 +177,17 @@ def _plan_engine(
     reserve = int(device * engine.runtime_reserve_fraction)
     free = kv_budget_bytes(device, engine.gpu_memory_utilization, weights_per_gpu, reserve)
     where = f"a {mig.name} slice of an {gpu.name}" if mig else f"an {gpu.name}"
-    weights_fit = weights_per_gpu + reserve <= claimed
-    if not weights_fit:
+    quantize_on_load = engine.weights != "bf16" and engine.source is None
+    loading_per_gpu = math.ceil(weight_bytes(arch, "bf16") / tp) if quantize_on_load else weights_per_gpu
+    weights_fit = max(weights_per_gpu, loading_per_gpu) + reserve <= claimed
+    if weights_per_gpu + reserve <= claimed < loading_per_gpu + reserve:
+        notes.refuse(
+            f"{path}.weights",
+            f"vLLM quantises the catalog's bf16 checkpoint to {engine.weights} while loading it, so the "
+            f"{gib(loading_per_gpu)} of bf16 weights per GPU must fit first, but {where} gives the engine "
+            f"{gib(claimed)}; give a pre-quantised checkpoint as source, or a larger tensor_parallel ({who})",
+        )
+    elif weights_per_gpu + reserve > claimed:
         split = f" ({gib(weights_total)} over tensor_parallel {tp})" if tp > 1 else ""
         notes.refuse(
             f"{path}.placement",
@@ -250,6 +264,7 @@ def _plan_engine(
         revision=resolved.revision,
         source=resolved.source,
         weights=engine.weights,
+        quantize_on_load=quantize_on_load,
         kv_cache_dtype=engine.kv_cache_dtype,
         pool=pool.name,
         gpu=gpu.name,
@@ -265,7 +280,30 @@ def _plan_engine(
         slots=slots,
         lora=lora_plan,
         tokens=tokens,
+        pod=_plan_pod(engine, weights_total, lora_plan, placement),
         tenants=tuple(dict.fromkeys(r.tenant.name for r in routes)),
+    )
+
+
+def _gib_ceil(n: float) -> int:
+    return math.ceil(n / 2**30) * 2**30
+
+
+def _plan_pod(engine: Engine, weights_total: int, lora_plan: LoraPlan, placement: str) -> PodPlan:
+    """Host resources of one replica. vLLM keeps a CPU worker per GPU busy
+    (tokenising, scheduling, detokenising), loads weights through host memory
+    shard by shard, and keeps max_cpu_loras adapters in host memory."""
+    gpus = engine.placement.tensor_parallel
+    warm_adapters = sum(sorted((a.bytes for a in lora_plan.adapters), reverse=True)[: lora_plan.max_cpu_loras])
+    return PodPlan(
+        cpu=2.0 if placement == "cpu" else float(max(4, 4 * gpus)),
+        memory_bytes=_gib_ceil((8 if placement == "cpu" else 16 * gpus) * 2**30 + warm_adapters),
+        # NCCL between the TP workers goes through /dev/shm; vLLM suggests several GiB.
+        shm_bytes=(4 * gpus if gpus > 1 else 1) * 2**30,
+        model_cache_bytes=_gib_ceil(weights_total * 1.15 + 2**30),  # + tokenizer, config, headroom
+        adapter_store_bytes=_gib_ceil(sum(a.bytes for a in lora_plan.adapters) * 1.2 + 2**28),
+        # Five minutes to start, plus downloading at ~200 MB/s (6 s per GiB) and loading.
+        startup_seconds=300 + 6 * math.ceil(weights_total / 2**30),
     )
 
 
@@ -469,6 +507,7 @@ def _plan_pool(index: int, spec: Spec, engines: tuple[EnginePlan, ...], notes: _
         gpus_used=gpus_used,
         mig_slices=slices,
         node_label=pool.name,
+        node_names=tuple(pool.node_names) if pool.node_names else None,
     )
 
 
@@ -513,6 +552,9 @@ def _plan_tenant(spec: Spec, tenant: Tenant, mine: list[_Route], reserved: int) 
         max_output_tokens=policy.max_output_tokens,
         reserved_slots=reserved,
         traffic=traffic,
+        quota_cpu=tenant.namespace_quota.cpu,
+        quota_memory_bytes=int(tenant.namespace_quota.memory_gib * 2**30),
+        quota_pods=tenant.namespace_quota.pods,
     )
 
 
@@ -527,4 +569,19 @@ def _plan_gateway(spec: Spec) -> GatewayPlan:
         shed_spot_at_waiting=admission.shed_spot_at_waiting,
         shed_best_effort_at_waiting=admission.shed_best_effort_at_waiting,
         metrics_max_age_seconds=admission.metrics_max_age_seconds,
+        # One LiteLLM worker handles ~40-55 requests/s (notes); room to triple.
+        max_replicas=max(3 * spec.gateway.replicas, 2),
+    )
+
+
+def _plan_platform(spec: Spec) -> PlatformPlan:
+    postgres = spec.platform.postgres
+    return PlatformPlan(
+        namespace=spec.platform.namespace,
+        storage_class=spec.platform.storage_class,
+        postgres_instances=postgres.instances,
+        postgres_storage_bytes=postgres.storage_gib * 2**30,
+        postgres_backup_destination=postgres.backup_destination,
+        postgres_backup_schedule=postgres.backup_schedule,
+        postgres_backup_retention_days=postgres.backup_retention_days,
     )

@@ -36,6 +36,8 @@ class PoolPlan:
     mig_slices: tuple[MigSlices, ...]
     node_label: str
     """Value of the tenantry.io/pool node label (and taint) engines select."""
+    node_names: tuple[str, ...] | None
+    """Nodes tenantry labels and taints; None when they come prepared."""
 
 
 @dataclass(frozen=True)
@@ -135,12 +137,32 @@ class TokenPlan:
 
 
 @dataclass(frozen=True)
+class PodPlan:
+    """What one engine replica's pod asks of its node besides GPUs."""
+
+    cpu: float
+    memory_bytes: int
+    """Host memory: runtime, weight loading, the warm adapter cache."""
+    shm_bytes: int
+    """/dev/shm for the tensor-parallel workers (NCCL)."""
+    model_cache_bytes: int
+    """Per-replica volume the weights are downloaded into."""
+    adapter_store_bytes: int
+    """Volume the adapters are synced into before the engine starts."""
+    startup_seconds: int
+    """How long the startup probe waits: downloading and loading the weights."""
+
+
+@dataclass(frozen=True)
 class EnginePlan:
     name: str
     model: str
     revision: str
     source: str
     weights: str
+    quantize_on_load: bool
+    """True when vLLM quantises the catalog's bf16 checkpoint while loading it
+    (fp8 without a quantised `source`); the bf16 weights must then fit first."""
     kv_cache_dtype: str
     pool: str
     gpu: str
@@ -157,6 +179,7 @@ class EnginePlan:
     slots: SlotPlan
     lora: LoraPlan
     tokens: TokenPlan
+    pod: PodPlan
     tenants: tuple[str, ...]
     """Tenants with traffic on this engine (directly or through its adapters)."""
 
@@ -196,6 +219,9 @@ class TenantPlan:
     max_output_tokens: int | None
     reserved_slots: int
     traffic: tuple[TrafficPlan, ...]
+    quota_cpu: float
+    quota_memory_bytes: int
+    quota_pods: int
 
 
 @dataclass(frozen=True)
@@ -214,6 +240,19 @@ class GatewayPlan:
     shed_spot_at_waiting: int
     shed_best_effort_at_waiting: int
     metrics_max_age_seconds: float
+    max_replicas: int
+    """Ceiling of the gateway's autoscaler (its floor is `replicas`)."""
+
+
+@dataclass(frozen=True)
+class PlatformPlan:
+    namespace: str
+    storage_class: str | None
+    postgres_instances: int
+    postgres_storage_bytes: int
+    postgres_backup_destination: str | None
+    postgres_backup_schedule: str
+    postgres_backup_retention_days: int
 
 
 @dataclass(frozen=True)
@@ -226,6 +265,7 @@ class Plan:
     engines: tuple[EnginePlan, ...]
     tenants: tuple[TenantPlan, ...]
     gateway: GatewayPlan
+    platform: PlatformPlan
     refusals: tuple[Finding, ...]
     warnings: tuple[Finding, ...]
 

@@ -16,11 +16,28 @@ from pydantic import BaseModel, ValidationError
 
 from tenantry.findings import Finding, Loc, SpecError, path_str
 from tenantry.spec.references import check_references, suggest
-from tenantry.spec.schema import NAME_PATTERN, Spec
+from tenantry.spec.schema import (
+    KUBERNETES_VERSION_PATTERN,
+    NAME_PATTERN,
+    OBJECT_STORE_PATTERN,
+    SIX_FIELD_CRON_PATTERN,
+    SOURCE_PATTERN,
+    WINDOW_PATTERN,
+    Spec,
+)
 from tenantry.spec.yamlsource import YamlDocument, YamlProblem, collector_paused, parse_yaml
 
 STACK_NAME = re.compile(NAME_PATTERN)
 MAX_SPEC_BYTES = 50 * 1024 * 1024
+
+PATTERN_MEANINGS = {
+    NAME_PATTERN: "a valid name: use lowercase letters, digits and '-', start with a letter, end with a letter or digit",
+    KUBERNETES_VERSION_PATTERN: "a Kubernetes version tenantry can validate (1.25 to 1.37, quoted)",
+    WINDOW_PATTERN: "a budget window: write a number and s, m, h, d, w or mo (30d, 1mo, 12h)",
+    SOURCE_PATTERN: "a source URI (hf://, s3://, gs://, pvc:// or local://)",
+    OBJECT_STORE_PATTERN: "an object store location (s3://bucket/path or gs://bucket/path)",
+    SIX_FIELD_CRON_PATTERN: "a six-field cron schedule with seconds first (0 0 3 * * *)",
+}
 
 # Items whose name helps someone find the entry a path points at.
 _NAMED_LISTS = {"tenants": "tenant", "engines": "engine", "node_pools": "pool", "adapters": "adapter"}
@@ -124,15 +141,9 @@ def _message(error: Any, kind: str, loc: Loc) -> str:
         return "required, but missing"
     if kind == "string_pattern_mismatch":
         pattern = error.get("ctx", {}).get("pattern", "")
-        if pattern == NAME_PATTERN:
-            return (f"{_shown(given)} is not a valid name: use lowercase letters, digits and '-', start with a "
-                    "letter, end with a letter or digit")
-        if "2[5-9]" in pattern:
-            return f"{_shown(given)} is not a Kubernetes version tenantry can validate (1.25 to 1.37, quoted)"
-        if "s|m|h|d|w|mo" in pattern:
-            return f"{_shown(given)} is not a budget window: write a number and s, m, h, d, w or mo (30d, 1mo, 12h)"
-        if "://" in pattern:
-            return f"{_shown(given)} is not a source URI (hf://, s3://, gs://, oci://, https://, pvc:// or local://)"
+        explained = PATTERN_MEANINGS.get(pattern)
+        if explained:
+            return f"{_shown(given)} is not {explained}"
         return f"{_shown(given)} does not match the pattern {pattern}"
     if kind == "string_type" and isinstance(given, (int, float)) and not isinstance(given, bool):
         return f"must be text, got the number {given!r}; quote it (YAML reads 1.30 as the number 1.3)"

@@ -55,7 +55,17 @@ def _check_pools(spec: Spec) -> list[Problem]:
     pools = spec.cluster.node_pools
     loc: Loc = ("cluster", "node_pools")
     problems = _duplicates([p.name for p in pools], loc, "pool")
+    node_owner: dict[str, str] = {}
     for i, pool in enumerate(pools):
+        if pool.node_names is not None:
+            if len(pool.node_names) != pool.nodes:
+                problems.append(
+                    ((*loc, i, "node_names"), f"lists {len(pool.node_names)} nodes but the pool has nodes: {pool.nodes}")
+                )
+            for j, node in enumerate(pool.node_names):
+                if node in node_owner:
+                    problems.append(((*loc, i, "node_names", j), f"node '{node}' is already in pool '{node_owner[node]}'"))
+                node_owner.setdefault(node, pool.name)
         gpu = GPU_TYPES.get(pool.gpu)
         if gpu is None:
             problems.append(
@@ -120,6 +130,11 @@ def _check_engines(spec: Spec) -> list[Problem]:
                     problems.append(((*loc, key), f"required with `architecture` (a model outside the catalog has no pinned {key})"))
         resolved = resolve_model(engine)
         arch = resolved.architecture if resolved else None
+        if engine.weights == "int4-awq" and engine.source is None:
+            problems.append(
+                ((*loc, "source"), f"int4-awq needs an AWQ checkpoint; the catalog's {engine.model} source is bf16: "
+                 "set source (and revision) to the quantised weights")
+            )
 
         placement_loc: Loc = (*loc, "placement")
         pool = pools.get(engine.placement.pool)
@@ -177,6 +192,10 @@ def _check_engines(spec: Spec) -> list[Problem]:
             if adapter.tenant not in tenants:
                 problems.append(
                     ((*aloc, "tenant"), f"no tenant named '{adapter.tenant}'{suggest(adapter.tenant, tenants)}")
+                )
+            if adapter.source.startswith("hf://") and "@" not in adapter.source:
+                problems.append(
+                    ((*aloc, "source"), f"pin the revision: {adapter.source}@<commit> (a Hub repository moves over time)")
                 )
             dupes = [m for m, n in Counter(adapter.target_modules).items() if n > 1]
             if dupes:
@@ -316,7 +335,7 @@ def _check_tiers(spec: Spec) -> list[Problem]:
     if not priorities[0] < priorities[1] < priorities[2]:
         return [
             (("tiers",), "priorities must rise from guaranteed to best-effort to spot (lower runs first), got "
-             + ", ".join(f"{t} {p}" for t, p in zip(TIERS, priorities)))
+             + ", ".join(f"{t} {p}" for t, p in zip(TIERS, priorities, strict=True)))
         ]
     return []
 

@@ -25,8 +25,17 @@ CacheIsolationMode = Literal["own", "shared", "none"]
 # gateway model names, so one rule serves all of them.
 NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN, min_length=1, max_length=50)]
+# Kubernetes node names are DNS subdomains.
+NodeName = Annotated[
+    str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=253)
+]
 ModelName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=100)]
-SourceUri = Annotated[str, Field(pattern=r"^(hf|s3|gs|oci|https|pvc|local)://\S+$", max_length=500)]
+SOURCE_PATTERN = r"^(hf|s3|gs|pvc|local)://\S+$"
+SourceUri = Annotated[str, Field(pattern=SOURCE_PATTERN, max_length=500)]
+KUBERNETES_VERSION_PATTERN = r"^1\.(2[5-9]|3[0-7])$"
+WINDOW_PATTERN = r"^[1-9][0-9]{0,4}(s|m|h|d|w|mo)$"
+OBJECT_STORE_PATTERN = r"^(s3|gs)://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$"
+SIX_FIELD_CRON_PATTERN = r"^\S+ \S+ \S+ \S+ \S+ \S+$"
 
 UNPINNED_REVISIONS = {"latest", "main", "master", "head", "stable"}
 
@@ -93,6 +102,12 @@ class NodePool(SpecModel):
         "[3g.40gb, 2g.20gb, 2g.20gb]); omit for whole GPUs. Must be a combination the GPU accepts.",
         min_length=1, max_length=7,
     )
+    node_names: list[NodeName] | None = field(
+        None,
+        description="Kubernetes names of the pool's nodes; tenantry labels and taints them. Omit when the "
+        "nodes already carry the label tenantry.io/pool=<name> and the matching taint (Ansible sets both).",
+        min_length=1, max_length=1000,
+    )
 
 
 class Cluster(SpecModel):
@@ -100,7 +115,7 @@ class Cluster(SpecModel):
         "1.31",
         description="Kubernetes minor version of the target cluster (quoted: \"1.31\"); manifests are "
         "validated against its schemas.",
-        pattern=r"^1\.(2[5-9]|3[0-7])$",
+        pattern=KUBERNETES_VERSION_PATTERN,
     )
     node_pools: list[NodePool] = field(description="The cluster's GPU node pools.", min_length=1)
 
@@ -172,7 +187,10 @@ class Adapter(SpecModel):
         description="Projections the adapter modifies (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj).",
         min_length=1, max_length=7,
     )
-    source: SourceUri = field(description="Where the adapter's files are (hf://, s3://, gs://, pvc://, local://).")
+    source: SourceUri = field(
+        description="Where the adapter's files are: hf://org/repo@revision, s3://bucket/path, gs://bucket/path, "
+        "pvc://claim/path, or local://path (the local stack's artifacts)."
+    )
     tenant: Name = field(description="The tenant that owns the adapter; only it may be allowed to use it.")
 
 
@@ -243,7 +261,7 @@ class Budget(SpecModel):
     usd: float = field(description="Spend allowed per window, priced at the plan's per-token cost.", unit="USD", gt=0, le=1e9)
     window: str = field(
         "30d", description="Budget reset period: a number and s, m, h, d, w or mo (30d, 1mo, 12h).",
-        pattern=r"^[1-9][0-9]{0,4}(s|m|h|d|w|mo)$",
+        pattern=WINDOW_PATTERN,
     )
 
 
@@ -292,6 +310,15 @@ class TrafficShare(SpecModel):
     )
 
 
+class NamespaceQuota(SpecModel):
+    """Limits of the tenant's own namespace, where its applications and its gateway key live.
+    GPUs are always quota 0 there: tenants reach models only through the gateway."""
+
+    cpu: float = field(8, description="CPU requests allowed in the namespace.", unit="cores", gt=0, le=100_000)
+    memory_gib: float = field(16, description="Memory requests allowed in the namespace.", unit="GiB", gt=0, le=1_000_000)
+    pods: int = field(50, description="Pods allowed in the namespace.", unit="pods", ge=1, le=100_000)
+
+
 class Tenant(SpecModel):
     name: Name = field(description="Tenant name; its namespace is tenant-<name>.")
     tier: Tier = field(description="guaranteed (reserved slots), best-effort (shares the rest) or spot (idle capacity only).")
@@ -306,6 +333,9 @@ class Tenant(SpecModel):
     typical: TypicalRequest = field(default_factory=TypicalRequest, description="Typical request size, for planning.")
     traffic: list[TrafficShare] | None = field(
         None, description="How requests split over the allowed engines and adapters; defaults to an even split."
+    )
+    namespace_quota: NamespaceQuota = field(
+        default_factory=NamespaceQuota, description="Quota of the tenant's namespace on Kubernetes."
     )
 
 
@@ -367,6 +397,34 @@ class Gateway(SpecModel):
     admission: Admission = field(default_factory=Admission, description="Admission thresholds.")
 
 
+# --- platform services ----------------------------------------------------------------------
+
+
+class Postgres(SpecModel):
+    """LiteLLM's database: keys, teams, budgets and spend."""
+
+    instances: int = field(2, description="PostgreSQL instances (one primary, the rest streaming replicas).", ge=1, le=9)
+    storage_gib: int = field(20, description="Volume of each instance.", unit="GiB", ge=1, le=100_000)
+    backup_destination: str | None = field(
+        None, description="Object store for base backups and WAL archives (s3://bucket/path or gs://bucket/path); "
+        "omit and the plan warns that nothing is backed up.",
+        pattern=OBJECT_STORE_PATTERN,
+    )
+    backup_schedule: str = field(
+        "0 0 3 * * *", description="When base backups run: six-field cron with seconds (CloudNativePG's format).",
+        pattern=SIX_FIELD_CRON_PATTERN,
+    )
+    backup_retention_days: int = field(14, description="How long backups are kept.", unit="days", ge=1, le=3650)
+
+
+class Platform(SpecModel):
+    """Where and how the shared services run on Kubernetes."""
+
+    namespace: Name = field("tenantry", description="Namespace of the gateway, engines, PostgreSQL and Redis.")
+    storage_class: Name | None = field(None, description="StorageClass for volumes; omit for the cluster default.")
+    postgres: Postgres = field(default_factory=Postgres, description="LiteLLM's PostgreSQL.")
+
+
 # --- the whole spec --------------------------------------------------------------------------
 
 
@@ -379,3 +437,4 @@ class Spec(SpecModel):
     tenants: list[Tenant] = field(description="Tenants and their contracts.", min_length=1)
     tiers: Tiers = field(default_factory=Tiers, description="Priority and request caps per tier.")
     gateway: Gateway = field(default_factory=Gateway, description="The LiteLLM gateway.")
+    platform: Platform = field(default_factory=Platform, description="Shared services on Kubernetes.")

@@ -18,7 +18,8 @@ def base_spec() -> dict[str, Any]:
             "cluster": {
                 "kubernetes_version": "1.31",
                 "node_pools": [
-                    {"name": "whole", "gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 1, "gpu_hour_price_usd": 2.5},
+                    {"name": "whole", "gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 1, "gpu_hour_price_usd": 2.5,
+                     "node_names": ["gpu-whole-0"]},
                     {"name": "sliced", "gpu": "A100-80GB", "gpus_per_node": 4, "nodes": 1, "gpu_hour_price_usd": 1.8,
                      "mig_layout": ["3g.40gb", "2g.20gb", "2g.20gb"]},
                 ],
@@ -71,6 +72,7 @@ def base_spec() -> dict[str, Any]:
                 },
             ],
             "gateway": {"replicas": 2, "fallbacks": [{"model": "big", "to": ["small"]}]},
+            "platform": {"postgres": {"backup_destination": "s3://tenantry-test/postgres"}},
         }
     )
 

@@ -188,6 +188,17 @@ INVALID: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
     ("nan-price", _set("cluster.node_pools.0.gpu_hour_price_usd", float("nan")), "cluster.node_pools[0].gpu_hour_price_usd",
      "finite number"),
     ("boolean-as-number", _set("engines.0.replicas", True), "engines[0].replicas", "must be a valid integer"),
+    ("node-names-not-matching-count", _set("cluster.node_pools.0.node_names", ["a", "b"]),
+     "cluster.node_pools[0].node_names", "lists 2 nodes but the pool has nodes: 1"),
+    ("node-in-two-pools", _set("cluster.node_pools.1.node_names", ["gpu-whole-0"]),
+     "cluster.node_pools[1].node_names[0]", "already in pool 'whole'"),
+    ("hub-adapter-without-revision", _adapter(source="hf://acme/support-lora"), "engines[1].adapters[0].source",
+     "pin the revision"),
+    ("awq-without-checkpoint", _set("engines.0.weights", "int4-awq"), "engines[0].source", "needs an AWQ checkpoint"),
+    ("backup-destination-not-object-store", _set("platform.postgres.backup_destination", "/var/backups"),
+     "platform.postgres.backup_destination", "not an object store location"),
+    ("backup-schedule-five-fields", _set("platform.postgres.backup_schedule", "0 3 * * *"),
+     "platform.postgres.backup_schedule", "six-field cron"),
 ]
 
 
@@ -305,6 +316,10 @@ NOT_FITTING: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
                                                        _set("tenants.0.tpm", 500)),
      "engines[0]", "guaranteed tenants reserve"),
     ("guaranteed-tpm-overcommitted", _set("tenants.0.tpm", 900_000_000), "engines[0]", "guaranteed tenants alone"),
+    ("fp8-quantised-on-load-does-not-fit", _chain(_set("engines.0.placement.tensor_parallel", 1),
+                                                  _set("engines.0.model", "qwen2.5-72b"),
+                                                  _set("cluster.node_pools.0.gpu", "H200-141GB")),
+     "engines[0].weights", "bf16 weights per GPU must fit first"),
     ("pool-out-of-gpus", _set("engines.0.replicas", 3), "cluster.node_pools[0]", "tensor-parallel groups of 4, 4, 4"),
     ("pool-out-of-slices", _set("engines.1.replicas", 5), "cluster.node_pools[1]", "need 5 3g.40gb slices"),
     ("lora-slots-do-not-fit", _set("engines.1.lora", {"max_loras": 1000}), "engines[1].lora.max_loras",

@@ -42,8 +42,7 @@ def test_program_plans_the_configured_stack(monkeypatch):
     exported = _run("stacks/h100-mig-mixed.yaml", monkeypatch)
     assert exported["tenant_namespaces"] == ["tenant-assistant", "tenant-partner-api", "tenant-internal-tools",
                                              "tenant-doc-classifier"]
-    assert exported["engines"]["llama-70b"] == {"replicas": 2, "nvidia.com/gpu": 4}
-    assert exported["engines"]["qwen-7b"] == {"replicas": 8, "nvidia.com/mig-3g.40gb": 1}
+    assert exported["gateway_url"] == "http://tenantry-gateway.tenantry.svc:4000"
 
 
 def test_invalid_spec_fails_before_any_resource_with_field_paths(tmp_path, monkeypatch):

@@ -1,0 +1,60 @@
+"""tenantry's policy pack.
+
+    TENANTRY_SPEC=stacks/<stack>.yaml pulumi preview --policy-pack policy
+
+Every rule in policy/rules.py runs over the whole stack before anything is
+applied, and a violation refuses the change. TENANTRY_SPEC names the stack's
+spec so that engines can be compared with the Plan.
+"""
+
+import os
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, PolicyPack, StackValidationArgs, StackValidationPolicy
+
+from tenantry.deploy import policies as rules
+from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
+from tenantry.pins import chart
+from tenantry.stacks import plan_stack
+
+
+def _resources(args: StackValidationArgs) -> list[rules.Resource]:
+    return [rules.Resource(r.resource_type, r.name, rules.from_policy_props(r.props)) for r in args.resources]
+
+
+def _stack_rule(name: str, description: str, check: Any) -> StackValidationPolicy:
+    def validate(args: StackValidationArgs, report_violation: Any) -> None:
+        for violation in check(_resources(args)):
+            report_violation(violation)
+
+    return StackValidationPolicy(name=name, description=description, validate=validate,
+                                 enforcement_level=EnforcementLevel.MANDATORY)
+
+
+def _engines_match_the_plan(resources: list[rules.Resource]) -> list[str]:
+    spec = os.environ.get("TENANTRY_SPEC")
+    if not spec:
+        return ["set TENANTRY_SPEC to the stack's spec (stacks/<stack>.yaml) so engines can be checked against the plan"]
+    return rules.engines_match_the_plan(resources, plan_stack(spec))
+
+
+PolicyPack(
+    name="tenantry",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    policies=[
+        _stack_rule("tenant-namespaces-isolated", "Every tenant namespace has a quota, a limit range and a "
+                    "default-deny network policy.", rules.tenant_namespaces_are_isolated),
+        _stack_rule("engines-only-from-gateway", "No engine is reachable except from the gateway and Prometheus.",
+                    lambda rs: rules.engines_reachable_only_from_gateway(
+                        rs, GATEWAY_SELECTOR, chart("kube-prometheus-stack").namespace)),
+        _stack_rule("requests-and-limits", "Every container has CPU and memory requests and limits.",
+                    rules.containers_have_requests_and_limits),
+        _stack_rule("versions-pinned", "Every image and chart version is pinned in tenantry.pins.",
+                    rules.versions_are_pinned),
+        _stack_rule("no-plain-secrets", "No secret value in a ConfigMap, an environment literal or Helm values.",
+                    rules.no_secret_in_plain_text),
+        _stack_rule("tp-never-on-mig", "Tensor-parallel engines never run on MIG slices.",
+                    rules.tensor_parallel_never_on_mig),
+        _stack_rule("engines-match-plan", "GPU requests and vLLM arguments equal the Plan.", _engines_match_the_plan),
+    ],
+)

@@ -1,0 +1,33 @@
+"""Everything a rendering must pass before anyone applies it: schemas and
+tenantry's policies (checkov runs separately: it needs files and its own
+environment)."""
+
+from __future__ import annotations
+
+from tenantry.deploy import policies as rules
+from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
+from tenantry.deploy.offline import Rendering
+from tenantry.deploy.validate import validate_manifests
+from tenantry.pins import chart
+from tenantry.plan.model import Plan
+
+
+def policy_resources(rendering: Rendering) -> list[rules.Resource]:
+    return [rules.Resource(r.type, r.name, r.inputs) for r in rendering.resources]
+
+
+def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
+    resources = policy_resources(rendering)
+    return [
+        *rules.tenant_namespaces_are_isolated(resources),
+        *rules.engines_reachable_only_from_gateway(resources, GATEWAY_SELECTOR, chart("kube-prometheus-stack").namespace),
+        *rules.containers_have_requests_and_limits(resources),
+        *rules.versions_are_pinned(resources),
+        *rules.no_secret_in_plain_text(resources),
+        *rules.tensor_parallel_never_on_mig(resources),
+        *rules.engines_match_the_plan(resources, plan),
+    ]
+
+
+def check_rendering(rendering: Rendering, plan: Plan) -> list[str]:
+    return validate_manifests(rendering.manifests(), plan.kubernetes_version) + policy_violations(rendering, plan)

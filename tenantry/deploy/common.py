@@ -1,0 +1,137 @@
+"""Small shared pieces of the Kubernetes components: labels, quantities,
+security contexts, ServiceMonitors. Nothing here decides a number."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from tenantry.pins import Chart
+
+PART_OF = "tenantry"
+POOL_LABEL = "tenantry.io/pool"
+TENANT_LABEL = "tenantry.io/tenant"
+TIER_LABEL = "tenantry.io/tier"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+ENGINE_LABEL = "tenantry.io/engine"
+
+
+def labels(component: str, **extra: str) -> dict[str, str]:
+    return {"app.kubernetes.io/part-of": PART_OF, COMPONENT_LABEL: component, **extra}
+
+
+def mebibytes(n: int) -> str:
+    """A Kubernetes quantity that is never below the bytes asked for."""
+    return f"{math.ceil(n / 2**20)}Mi"
+
+
+def cores(n: float) -> str:
+    return f"{round(n * 1000)}m"
+
+
+def resources(cpu: float, memory_bytes: int, extra: dict[str, str] | None = None) -> dict[str, Any]:
+    """Requests as planned; memory limited at the request (no overcommit of host
+    memory), CPU allowed to burst to twice the request."""
+    return {
+        "requests": {"cpu": cores(cpu), "memory": mebibytes(memory_bytes), **(extra or {})},
+        "limits": {"cpu": cores(2 * cpu), "memory": mebibytes(memory_bytes), **(extra or {})},
+    }
+
+
+def pinned_image(image: str) -> dict[str, str]:
+    """Image fields of a container. Always asks the registry for the tag's
+    current digest, so a node never runs a stale copy of a re-pushed tag."""
+    return {"image": image, "imagePullPolicy": "Always"}
+
+
+def restricted_container(read_only_root: bool = True, user: int = 10001) -> dict[str, Any]:
+    """Kubernetes' restricted Pod Security profile, as far as the image allows."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": user,
+        "runAsGroup": user,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": read_only_root,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def pod_security(user: int = 10001) -> dict[str, Any]:
+    return {"runAsNonRoot": True, "runAsUser": user, "runAsGroup": user, "fsGroup": user,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def service_monitor(
+    resource_name: str,
+    name: str,
+    namespace: str,
+    selector: dict[str, str],
+    *,
+    port: str,
+    path: str,
+    opts: pulumi.ResourceOptions,
+    bearer_secret: tuple[str, str] | None = None,
+) -> k8s.apiextensions.CustomResource:
+    """Prometheus Operator scrapes the Services matching `selector` (kube-prometheus-stack
+    selects ServiceMonitors in every namespace, see charts/kube-prometheus-stack)."""
+    endpoint: dict[str, Any] = {"port": port, "path": path, "interval": "15s"}
+    if bearer_secret:
+        endpoint["authorization"] = {"type": "Bearer", "credentials": {"name": bearer_secret[0], "key": bearer_secret[1]}}
+    return k8s.apiextensions.CustomResource(
+        resource_name,
+        api_version="monitoring.coreos.com/v1",
+        kind="ServiceMonitor",
+        metadata={"name": name, "namespace": namespace, "labels": labels("monitoring")},
+        spec={"selector": {"matchLabels": selector}, "endpoints": [endpoint], "namespaceSelector": {"matchNames": [namespace]}},
+        opts=opts,
+    )
+
+
+def chart_namespace(resource_name: str, pin: Chart, pod_security_level: str, parent: pulumi.Resource) -> k8s.core.v1.Namespace:
+    """The namespace a pinned chart installs into, with its Pod Security level."""
+    return k8s.core.v1.Namespace(
+        resource_name,
+        metadata={"name": pin.namespace, "labels": {**labels(pin.name),
+                                                    "pod-security.kubernetes.io/enforce": pod_security_level}},
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def pinned_release(
+    resource_name: str, pin: Chart, values: dict[str, Any], parent: pulumi.Resource, depends_on: list[pulumi.Resource]
+) -> k8s.helm.v3.Release:
+    """A Helm release of a chart exactly as charts/<name>/chart.yaml pins it."""
+    return k8s.helm.v3.Release(
+        resource_name,
+        name=pin.name,
+        chart=pin.chart,
+        version=pin.version,
+        repository_opts={"repo": pin.repository},
+        namespace=pin.namespace,
+        values=values,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on),
+    )
+
+
+def spread_across_nodes(selector: dict[str, str]) -> dict[str, Any]:
+    """Prefer one replica per node, so a node failure takes one replica, not all."""
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100,
+        "podAffinityTerm": {"labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"},
+    }]}}
+
+
+def cluster_service(
+    resource_name: str, name: str, namespace: str, meta_labels: dict[str, str], selector: dict[str, str],
+    port_name: str, port: int, opts: pulumi.ResourceOptions,
+) -> k8s.core.v1.Service:
+    return k8s.core.v1.Service(
+        resource_name,
+        metadata={"name": name, "namespace": namespace, "labels": meta_labels},
+        spec={"selector": selector, "ports": [{"name": port_name, "port": port, "targetPort": port_name}]},
+        opts=opts,
+    )

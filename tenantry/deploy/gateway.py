@@ -1,0 +1,237 @@
+"""The LiteLLM gateway: config rendered from the Plan, the tenant-policy
+plugin, secrets from Pulumi, at least two replicas behind a Service with a
+PodDisruptionBudget and an autoscaler, and the tenant reconciler.
+
+The reconciler is a Job, not a dynamic provider: it must reach LiteLLM's
+admin API, which only the cluster can (the machine running `pulumi up`
+usually cannot), and a Job is awaited by `pulumi up`, so a failed
+reconciliation fails the update. Its name carries a digest of the desired
+teams, so every `pulumi up` that changes a tenant runs it again; a CronJob
+runs the same reconciliation every 15 minutes to undo changes made by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+import yaml
+
+from tenantry.deploy.common import (
+    cluster_service,
+    labels,
+    pinned_image,
+    pod_security,
+    resources,
+    restricted_container,
+    service_monitor,
+    spread_across_nodes,
+)
+from tenantry.plan.model import EnginePlan, Plan
+from tenantry.render.litellm import litellm_config, tenant_policy_settings
+from tenantry.render.teams import desired_teams
+
+GATEWAY_DIR = Path(__file__).resolve().parent.parent / "gateway"
+NAME = "tenantry-gateway"
+PORT = 4000
+CONFIG_DIR = "/etc/tenantry"
+SELECTOR = {"app.kubernetes.io/name": "litellm", "app.kubernetes.io/instance": NAME}
+RECONCILER_SELECTOR = {"app.kubernetes.io/name": "tenantry-reconciler"}
+MASTER_KEY_SECRET = "tenantry-gateway-master-key"
+ENV_SECRET = "tenantry-gateway-env"
+KEYS_SECRET = "tenantry-tenant-keys"
+GATEWAY_PRIORITY_CLASS = "tenantry-gateway"
+LITELLM_USER = 10001
+
+
+@dataclass(frozen=True)
+class GatewayArgs:
+    plan: Plan
+    namespace: str
+    image: str
+    engine_urls: dict[str, str]
+    database_url: pulumi.Output[str]
+    redis_host: str
+    redis_port: int
+    redis_password: pulumi.Output[str]
+    tenant_keys: dict[str, pulumi.Output[str]]
+
+
+class Gateway(pulumi.ComponentResource):
+    def __init__(self, name: str, args: GatewayArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tenantry:gateway:Gateway", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        plan, ns = args.plan, args.namespace
+        pod_labels = {**labels("gateway"), **SELECTOR}
+
+        master = random.RandomPassword(f"{name}-master-key", length=48, special=False, opts=child)
+        master_key = pulumi.Output.secret(master.result.apply(lambda r: f"sk-{r}"))
+        k8s.core.v1.Secret(
+            f"{name}-master-key-secret",
+            metadata={"name": MASTER_KEY_SECRET, "namespace": ns, "labels": pod_labels},
+            string_data={"master-key": master_key},
+            opts=child,
+        )
+        k8s.core.v1.Secret(
+            f"{name}-env",
+            metadata={"name": ENV_SECRET, "namespace": ns, "labels": pod_labels},
+            string_data={"LITELLM_MASTER_KEY": master_key, "DATABASE_URL": args.database_url,
+                         "REDIS_PASSWORD": args.redis_password},
+            opts=child,
+        )
+
+        def api_base(engine: EnginePlan) -> str:
+            return args.engine_urls[engine.name]
+
+        config = {
+            "config.yaml": yaml.safe_dump(litellm_config(plan, api_base), sort_keys=False),
+            "tenant-policy.json": json.dumps(tenant_policy_settings(plan), indent=2, sort_keys=True),
+            "tenant_policy.py": (GATEWAY_DIR / "tenant_policy.py").read_text(encoding="utf-8"),
+        }
+        config_digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+        k8s.core.v1.ConfigMap(
+            f"{name}-config", metadata={"name": NAME, "namespace": ns, "labels": pod_labels}, data=config, opts=child
+        )
+
+        env = [
+            {"name": "LITELLM_LOCAL_MODEL_COST_MAP", "value": "True"},  # no cost-map download at boot
+            {"name": "TENANTRY_POLICY_FILE", "value": f"{CONFIG_DIR}/tenant-policy.json"},
+            {"name": "REDIS_HOST", "value": args.redis_host},
+            {"name": "REDIS_PORT", "value": str(args.redis_port)},
+            {"name": "HOME", "value": "/tmp"},
+        ]
+        probe = {"periodSeconds": 10, "timeoutSeconds": 5}
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata={"name": NAME, "namespace": ns, "labels": pod_labels},
+            spec={
+                "replicas": plan.gateway.replicas,
+                "selector": {"matchLabels": SELECTOR},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                "template": {
+                    "metadata": {"labels": pod_labels, "annotations": {"tenantry.io/config-digest": config_digest}},
+                    "spec": {
+                        "priorityClassName": GATEWAY_PRIORITY_CLASS,
+                        "automountServiceAccountToken": False,
+                        "securityContext": pod_security(LITELLM_USER),
+                        "affinity": spread_across_nodes(SELECTOR),
+                        "containers": [{
+                            "name": "litellm",
+                            **pinned_image(args.image),
+                            "args": ["--config", f"{CONFIG_DIR}/config.yaml", "--port", str(PORT)],
+                            "ports": [{"name": "http", "containerPort": PORT}],
+                            "env": env,
+                            "envFrom": [{"secretRef": {"name": ENV_SECRET}}],
+                            "resources": resources(1.0, 2 * 2**30),
+                            "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                                             {"name": "tmp", "mountPath": "/tmp"}],
+                            "startupProbe": {**probe, "httpGet": {"path": "/health/liveliness", "port": "http"},
+                                             "failureThreshold": 30},
+                            "readinessProbe": {**probe, "httpGet": {"path": "/health/readiness", "port": "http"},
+                                               "failureThreshold": 3},
+                            "livenessProbe": {**probe, "httpGet": {"path": "/health/liveliness", "port": "http"},
+                                              "failureThreshold": 6},
+                            # LiteLLM writes its Prisma client and caches at start.
+                            "securityContext": restricted_container(read_only_root=False, user=LITELLM_USER),
+                        }],
+                        "volumes": [{"name": "config", "configMap": {"name": NAME}},
+                                    {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+                    },
+                },
+            },
+            opts=child,
+        )
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb",
+            metadata={"name": NAME, "namespace": ns, "labels": pod_labels},
+            spec={"minAvailable": max(1, plan.gateway.replicas - 1), "selector": {"matchLabels": SELECTOR}},
+            opts=child,
+        )
+        k8s.autoscaling.v2.HorizontalPodAutoscaler(
+            f"{name}-hpa",
+            metadata={"name": NAME, "namespace": ns, "labels": pod_labels},
+            spec={
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": NAME},
+                "minReplicas": plan.gateway.replicas,
+                "maxReplicas": plan.gateway.max_replicas,
+                # A LiteLLM worker is CPU-bound (about 40-55 requests/s per core here).
+                "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                                                              "target": {"type": "Utilization", "averageUtilization": 70}}}],
+            },
+            opts=child,
+        )
+        cluster_service(f"{name}-service", NAME, ns, pod_labels, SELECTOR, "http", PORT, child)
+        # LiteLLM serves Prometheus metrics at /metrics/ behind the master key.
+        service_monitor(f"{name}-monitor", NAME, ns, SELECTOR, port="http", path="/metrics/", opts=child,
+                        bearer_secret=(MASTER_KEY_SECRET, "master-key"))
+        self.url = f"http://{NAME}.{ns}.svc:{PORT}"
+        self._reconciler(name, plan, ns, args)
+        self.register_outputs({"url": self.url})
+
+    def _reconciler(self, name: str, plan: Plan, ns: str, args: GatewayArgs) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        teams = desired_teams(plan)
+        files = {
+            "reconciler.py": (GATEWAY_DIR / "reconciler.py").read_text(encoding="utf-8"),
+            "teams.json": json.dumps(teams, indent=2, sort_keys=True),
+        }
+        job_labels = {**labels("reconciler"), **RECONCILER_SELECTOR}
+        k8s.core.v1.ConfigMap(
+            f"{name}-reconciler", metadata={"name": "tenantry-reconciler", "namespace": ns, "labels": job_labels},
+            data=files, opts=child,
+        )
+        keys_json = pulumi.Output.secret(
+            pulumi.Output.all(**args.tenant_keys).apply(lambda keys: json.dumps(dict(sorted(keys.items()))))
+        )
+        keys_secret = k8s.core.v1.Secret(
+            f"{name}-tenant-keys",
+            metadata={"name": KEYS_SECRET, "namespace": ns, "labels": job_labels},
+            string_data={"keys.json": keys_json},
+            opts=child,
+        )
+        pod = {
+            "metadata": {"labels": job_labels},
+            "spec": {
+                "restartPolicy": "OnFailure",
+                "automountServiceAccountToken": False,
+                "securityContext": pod_security(LITELLM_USER),
+                "containers": [{
+                    "name": "reconcile",
+                    **pinned_image(args.image),
+                    "command": ["python3", "/reconciler/reconciler.py"],
+                    "env": [
+                        {"name": "LITELLM_URL", "value": self.url},
+                        {"name": "LITELLM_MASTER_KEY_FILE", "value": "/master-key/master-key"},
+                        {"name": "TENANTRY_TEAMS", "value": "/reconciler/teams.json"},
+                        {"name": "TENANTRY_KEYS", "value": "/keys/keys.json"},
+                    ],
+                    "resources": resources(0.1, 128 * 2**20),
+                    "volumeMounts": [{"name": "reconciler", "mountPath": "/reconciler", "readOnly": True},
+                                     {"name": "keys", "mountPath": "/keys", "readOnly": True},
+                                     {"name": "master-key", "mountPath": "/master-key", "readOnly": True}],
+                    "securityContext": restricted_container(user=LITELLM_USER),
+                }],
+                "volumes": [{"name": "reconciler", "configMap": {"name": "tenantry-reconciler"}},
+                            {"name": "keys", "secret": {"secretName": KEYS_SECRET}},
+                            {"name": "master-key", "secret": {"secretName": MASTER_KEY_SECRET}}],
+            },
+        }
+        digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:10]
+        k8s.batch.v1.Job(
+            f"{name}-reconcile",
+            metadata={"name": f"tenantry-reconcile-{digest}", "namespace": ns, "labels": job_labels},
+            spec={"backoffLimit": 6, "ttlSecondsAfterFinished": 86400, "template": pod},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[keys_secret, self.deployment]),
+        )
+        k8s.batch.v1.CronJob(
+            f"{name}-reconcile-drift",
+            metadata={"name": "tenantry-reconcile", "namespace": ns, "labels": job_labels},
+            spec={"schedule": "*/15 * * * *", "concurrencyPolicy": "Forbid", "successfulJobsHistoryLimit": 1,
+                  "failedJobsHistoryLimit": 3, "jobTemplate": {"spec": {"backoffLimit": 2, "template": pod}}},
+            opts=child,
+        )

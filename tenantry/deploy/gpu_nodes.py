@@ -1,0 +1,89 @@
+"""GPU nodes: each pool's nodes labelled and tainted, the NVIDIA GPU Operator
+installed, and its MIG manager told how to carve each pool."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from tenantry.deploy.common import POOL_LABEL, chart_namespace, labels, pinned_release
+from tenantry.pins import chart
+from tenantry.plan.model import PoolPlan
+
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_PARTED_CONFIGMAP = "tenantry-mig-parted"
+WHOLE_GPUS = "all-disabled"
+"""mig-parted's configuration for nodes whose GPUs stay whole."""
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def mig_parted_config(pools: tuple[PoolPlan, ...]) -> dict[str, Any]:
+    """The MIG manager's config: one named layout per carved pool (every GPU
+    of its nodes the same), plus whole GPUs for everything else."""
+    configs: dict[str, Any] = {WHOLE_GPUS: [{"devices": "all", "mig-enabled": False}]}
+    for pool in pools:
+        if pool.mig_layout and pool.mig_config:
+            devices: dict[str, int] = {}
+            for profile in pool.mig_layout:
+                devices[profile] = devices.get(profile, 0) + 1
+            configs[pool.mig_config] = [{"devices": "all", "mig-enabled": True, "mig-devices": devices}]
+    return {"version": "v1", "mig-configs": configs}
+
+
+@dataclass(frozen=True)
+class GpuNodesArgs:
+    pools: tuple[PoolPlan, ...]
+    mig_strategy: str
+
+
+class GpuNodes(pulumi.ComponentResource):
+    def __init__(self, name: str, args: GpuNodesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tenantry:gpu:GpuNodes", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        gpu_pools = tuple(p for p in args.pools if p.gpu != "CPU")
+        carved = tuple(p for p in gpu_pools if p.mig_layout)
+
+        for pool in args.pools:
+            node_labels = {POOL_LABEL: pool.name}
+            if pool.gpu != "CPU":
+                node_labels[MIG_CONFIG_LABEL] = pool.mig_config or WHOLE_GPUS
+            for node in pool.node_names or ():
+                # Engines of this pool tolerate the taint; nothing else lands here.
+                k8s.core.v1.NodePatch(
+                    f"{name}-{node}",
+                    metadata={"name": node, "labels": node_labels},
+                    spec={"taints": [{"key": POOL_LABEL, "value": pool.name, "effect": "NoSchedule"}]},
+                    opts=child,
+                )
+
+        self.operator: k8s.helm.v3.Release | None = None
+        if gpu_pools:
+            pin = chart("gpu-operator")
+            # The operator's daemonsets (driver, toolkit, device plugin) need host access.
+            namespace = chart_namespace(f"{name}-namespace", pin, "privileged", self)
+            depends: list[pulumi.Resource] = [namespace]
+            overrides: dict[str, Any] = {"mig": {"strategy": args.mig_strategy if carved else "none"}}
+            if carved:
+                config = k8s.core.v1.ConfigMap(
+                    f"{name}-mig-parted",
+                    metadata={"name": MIG_PARTED_CONFIGMAP, "namespace": pin.namespace, "labels": labels("gpu-operator")},
+                    data={"config.yaml": yaml.safe_dump(mig_parted_config(args.pools), sort_keys=True)},
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+                )
+                depends.append(config)
+                overrides["migManager"] = {"config": {"name": MIG_PARTED_CONFIGMAP}}
+            self.operator = pinned_release(f"{name}-operator", pin, deep_merge(pin.values, overrides), self, depends)
+        self.register_outputs({"mig_strategy": args.mig_strategy})

@@ -1,0 +1,141 @@
+"""The whole platform from one Plan: GPU nodes, observability, PostgreSQL,
+Redis, the engines, the gateway and one namespace per tenant, with the
+network policies that keep engines reachable only from the gateway."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from tenantry.deploy import gateway as gateway_mod
+from tenantry.deploy import redis as redis_mod
+from tenantry.deploy.common import COMPONENT_LABEL, labels
+from tenantry.deploy.engine import ENGINE_PRIORITY_CLASS, Engine, EngineArgs
+from tenantry.deploy.gateway import GATEWAY_PRIORITY_CLASS, Gateway, GatewayArgs
+from tenantry.deploy.gpu_nodes import GpuNodes, GpuNodesArgs
+from tenantry.deploy.observability import Observability, ObservabilityArgs
+from tenantry.deploy.postgres import CLUSTER_NAME, DATA_PRIORITY_CLASS, Postgres, PostgresArgs
+from tenantry.deploy.redis import Redis, RedisArgs
+from tenantry.deploy.tenant import Tenant, TenantArgs
+from tenantry.pins import IMAGES, chart
+from tenantry.plan.model import Plan
+from tenantry.render.vllm import PORT as ENGINE_PORT
+
+# Platform pods outrank tenants' workloads; the gateway and its data outrank
+# the engines, since without them no engine is reachable anyway.
+PRIORITY_CLASSES = {
+    GATEWAY_PRIORITY_CLASS: (1_000_000, "tenantry's LiteLLM gateway"),
+    DATA_PRIORITY_CLASS: (1_000_000, "tenantry's PostgreSQL and Redis"),
+    ENGINE_PRIORITY_CLASS: (900_000, "tenantry's vLLM engines"),
+}
+
+
+@dataclass(frozen=True)
+class PlatformArgs:
+    plan: Plan
+    observability: ObservabilityArgs = ObservabilityArgs()
+
+
+class Platform(pulumi.ComponentResource):
+    def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tenantry:platform:Platform", name, None, opts)
+        plan = args.plan
+        ns = plan.platform.namespace
+        child = pulumi.ResourceOptions(parent=self)
+
+        for class_name, (value, what) in PRIORITY_CLASSES.items():
+            k8s.scheduling.v1.PriorityClass(
+                f"{name}-{class_name}", metadata={"name": class_name, "labels": labels("platform")},
+                value=value, global_default=False, preemption_policy="PreemptLowerPriority", description=what,
+                opts=child,
+            )
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": ns, "labels": {**labels("platform"), "pod-security.kubernetes.io/enforce": "restricted"}},
+            opts=child,
+        )
+        in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
+
+        GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy), child)
+        observability = Observability(f"{name}-observability", args.observability, child)
+        postgres = Postgres(f"{name}-postgres", PostgresArgs(plan.platform, IMAGES["postgres"]), in_namespace)
+        redis = Redis(f"{name}-redis", RedisArgs(ns, IMAGES["redis"]), in_namespace)
+        engines = {
+            e.name: Engine(
+                f"{name}-engine-{e.name}",
+                EngineArgs(e, ns, IMAGES["vllm-cpu" if e.placement == "cpu" else "vllm"], IMAGES["rclone"],
+                           plan.platform.storage_class),
+                in_namespace,
+            )
+            for e in plan.engines
+        }
+        keys = {
+            t.name: pulumi.Output.secret(
+                random.RandomPassword(f"{name}-key-{t.name}", length=48, special=False, opts=child).result.apply(
+                    lambda r: f"sk-{r}"
+                )
+            )
+            for t in plan.tenants
+        }
+        gateway = Gateway(
+            f"{name}-gateway",
+            GatewayArgs(
+                plan=plan, namespace=ns, image=IMAGES["litellm"],
+                engine_urls={n: e.url for n, e in engines.items()},
+                database_url=postgres.database_url,
+                redis_host=redis.host, redis_port=redis_mod.PORT, redis_password=redis.password.result,
+                tenant_keys=keys,
+            ),
+            in_namespace,
+        )
+        self.tenant_namespaces = [
+            Tenant(
+                f"{name}-tenant-{t.name}",
+                TenantArgs(t, keys[t.name], gateway.url, ns, gateway_mod.SELECTOR, gateway_mod.PORT),
+                child,
+            ).namespace
+            for t in plan.tenants
+        ]
+        self._network_policies(name, ns, observability.namespace, in_namespace)
+        self.gateway_url = gateway.url
+        self.register_outputs({"gateway_url": self.gateway_url, "tenant_namespaces": self.tenant_namespaces})
+
+    def _network_policies(self, name: str, ns: str, monitoring_ns: str, opts: pulumi.ResourceOptions) -> None:
+        def from_namespace(namespace: str, pods: dict[str, str] | None = None) -> dict:
+            peer: dict = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}
+            if pods:
+                peer["podSelector"] = {"matchLabels": pods}
+            return peer
+
+        prometheus = from_namespace(monitoring_ns, {"app.kubernetes.io/name": "prometheus"})
+        gateway = {"podSelector": {"matchLabels": gateway_mod.SELECTOR}}
+        policies = {
+            # Engines: the gateway sends requests, Prometheus scrapes; tenants never reach them.
+            "tenantry-engines": ({COMPONENT_LABEL: "engine"}, [
+                {"from": [gateway, prometheus], "ports": [{"protocol": "TCP", "port": ENGINE_PORT}]},
+            ]),
+            # Gateway: tenants' namespaces, the reconciler, and Prometheus.
+            "tenantry-gateway": (gateway_mod.SELECTOR, [
+                {"from": [{"namespaceSelector": {"matchExpressions": [{"key": "tenantry.io/tenant", "operator": "Exists"}]}},
+                          {"podSelector": {"matchLabels": gateway_mod.RECONCILER_SELECTOR}}, prometheus],
+                 "ports": [{"protocol": "TCP", "port": gateway_mod.PORT}]},
+            ]),
+            "tenantry-redis": (redis_mod.SELECTOR, [
+                {"from": [gateway], "ports": [{"protocol": "TCP", "port": redis_mod.PORT}]},
+            ]),
+            # PostgreSQL: the gateway, the cluster's own instances (replication), the operator, Prometheus.
+            "tenantry-postgres": ({"cnpg.io/cluster": CLUSTER_NAME}, [
+                {"from": [gateway, {"podSelector": {"matchLabels": {"cnpg.io/cluster": CLUSTER_NAME}}},
+                          from_namespace(chart("cloudnative-pg").namespace), prometheus]},
+            ]),
+        }
+        for policy, (selector, ingress) in policies.items():
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{policy}",
+                metadata={"name": policy, "namespace": ns, "labels": labels("platform")},
+                spec={"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress"], "ingress": ingress},
+                opts=opts,
+            )

@@ -1,0 +1,72 @@
+"""Where weights and adapters come from, and how a pod fetches them.
+
+hf://org/repo[@revision] is downloaded by vLLM itself (weights) or by
+huggingface_hub (adapters); s3://, gs:// and volumes go through rclone, whose
+on-the-fly remotes need no config file (`:s3,env_auth=true:bucket/path` uses
+the pod's workload identity); pvc://claim/path reads an existing claim, and
+local://path the artifacts claim the local stack's files are published in.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+ARTIFACTS_CLAIM = "tenantry-artifacts"
+SOURCES_MOUNT = "/sources"
+
+
+@dataclass(frozen=True)
+class Source:
+    scheme: str
+    location: str
+    revision: str | None = None
+
+    @property
+    def claim(self) -> str | None:
+        """The PersistentVolumeClaim holding this source, if it is on one."""
+        if self.scheme == "pvc":
+            return self.location.split("/", 1)[0]
+        if self.scheme == "local":
+            return ARTIFACTS_CLAIM
+        return None
+
+    @property
+    def mounted_path(self) -> str:
+        """Where a claim-backed source appears inside the pod."""
+        if self.scheme == "pvc":
+            claim, _, path = self.location.partition("/")
+            return f"{SOURCES_MOUNT}/{claim}/{path}".rstrip("/")
+        return f"{SOURCES_MOUNT}/{ARTIFACTS_CLAIM}/{self.location}"
+
+    def rclone_path(self) -> str:
+        if self.scheme == "s3":
+            return f":s3,provider=AWS,env_auth=true:{self.location}"
+        if self.scheme == "gs":
+            return f":gcs,env_auth=true:{self.location}"
+        return self.mounted_path
+
+
+def parse_source(uri: str) -> Source:
+    scheme, _, rest = uri.partition("://")
+    if scheme == "hf":
+        repo, _, revision = rest.partition("@")
+        return Source("hf", repo, revision or None)
+    return Source(scheme, rest)
+
+
+def rclone_script(items: list[tuple[Source, str]]) -> str:
+    """Copy each (source, destination) into place; --checksum makes a rerun after
+    a restart fetch only what changed."""
+    lines = ["set -eu"]
+    for source, destination in items:
+        lines.append(f"rclone copy --checksum --transfers 8 {shlex.quote(source.rclone_path())} {shlex.quote(destination)}")
+    return "\n".join(lines) + "\n"
+
+
+def huggingface_script(items: list[tuple[Source, str]]) -> str:
+    """Download Hub adapters at their pinned revisions."""
+    calls = "\n".join(
+        f"snapshot_download(repo_id={s.location!r}, revision={s.revision!r}, local_dir={d!r})" for s, d in items
+    )
+    return f"from huggingface_hub import snapshot_download\n{calls}\n"

@@ -1,0 +1,109 @@
+"""One tenant's namespace: quotas (no GPUs: models are reached through the
+gateway only), default limits, a default-deny network policy that lets out
+only DNS and the gateway, and the tenant's gateway key with a Role to read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from tenantry.deploy.common import TENANT_LABEL, TIER_LABEL, cores, labels, mebibytes
+from tenantry.plan.model import TenantPlan
+
+KEY_SECRET = "tenantry-gateway-key"
+
+
+@dataclass(frozen=True)
+class TenantArgs:
+    tenant: TenantPlan
+    key: pulumi.Output[str]
+    gateway_url: str
+    gateway_namespace: str
+    gateway_selector: dict[str, str]
+    gateway_port: int
+
+
+class Tenant(pulumi.ComponentResource):
+    def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tenantry:tenant:Tenant", name, None, opts)
+        t = args.tenant
+        ns = t.namespace
+        meta_labels = {**labels("tenant"), TENANT_LABEL: t.name, TIER_LABEL: t.tier}
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": ns, "labels": {**meta_labels, "pod-security.kubernetes.io/enforce": "restricted"}},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        child = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
+        k8s.core.v1.ResourceQuota(
+            f"{name}-quota",
+            metadata={"name": "tenantry-quota", "namespace": ns, "labels": meta_labels},
+            spec={"hard": {
+                "requests.cpu": cores(t.quota_cpu),
+                "limits.cpu": cores(2 * t.quota_cpu),
+                "requests.memory": mebibytes(t.quota_memory_bytes),
+                "limits.memory": mebibytes(t.quota_memory_bytes),
+                "pods": str(t.quota_pods),
+                "requests.nvidia.com/gpu": "0",
+                "services.loadbalancers": "0",
+                "services.nodeports": "0",
+            }},
+            opts=child,
+        )
+        k8s.core.v1.LimitRange(
+            f"{name}-limits",
+            metadata={"name": "tenantry-limits", "namespace": ns, "labels": meta_labels},
+            spec={"limits": [{
+                "type": "Container",
+                "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
+                "default": {"cpu": "500m", "memory": "512Mi"},
+            }]},
+            opts=child,
+        )
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-default-deny",
+            metadata={"name": "tenantry-default-deny", "namespace": ns, "labels": meta_labels},
+            spec={"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+            opts=child,
+        )
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-allow-gateway",
+            metadata={"name": "tenantry-allow-dns-and-gateway", "namespace": ns, "labels": meta_labels},
+            spec={
+                "podSelector": {},
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                             "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                     "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                    {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.gateway_namespace}},
+                             "podSelector": {"matchLabels": args.gateway_selector}}],
+                     "ports": [{"protocol": "TCP", "port": args.gateway_port}]},
+                ],
+            },
+            opts=child,
+        )
+        k8s.core.v1.Secret(
+            f"{name}-key",
+            metadata={"name": KEY_SECRET, "namespace": ns, "labels": meta_labels},
+            string_data={"api-key": args.key, "base-url": args.gateway_url},
+            opts=child,
+        )
+        k8s.rbac.v1.Role(
+            f"{name}-key-reader",
+            metadata={"name": "tenantry-gateway-key-reader", "namespace": ns, "labels": meta_labels},
+            rules=[{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [KEY_SECRET], "verbs": ["get"]}],
+            opts=child,
+        )
+        k8s.rbac.v1.RoleBinding(
+            f"{name}-key-readers",
+            metadata={"name": "tenantry-gateway-key-readers", "namespace": ns, "labels": meta_labels},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenantry-gateway-key-reader"},
+            # The tenant's own workloads, whatever service account they run as.
+            subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"system:serviceaccounts:{ns}"}],
+            opts=child,
+        )
+        self.namespace = ns
+        self.register_outputs({"namespace": ns})

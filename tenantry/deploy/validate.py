@@ -1,0 +1,110 @@
+"""Rendered manifests against the Kubernetes schemas of the stack's version
+(kubernetes-validate, strict: unknown fields are errors), and the custom
+resources tenantry creates against their structure (no schema ships for
+them offline)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes_validate
+
+from tenantry.deploy.offline import redacted
+
+DURATION = re.compile(r"^(\d+(ms|s|m|h))+$")
+QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
+
+
+def _require(problems: list[str], where: str, condition: bool, message: str) -> None:
+    if not condition:
+        problems.append(f"{where}: {message}")
+
+
+def _service_monitor(obj: dict[str, Any], where: str, problems: list[str]) -> None:
+    spec = obj.get("spec") or {}
+    _require(problems, where, isinstance((spec.get("selector") or {}).get("matchLabels"), dict) and spec["selector"]["matchLabels"],
+             "spec.selector.matchLabels must name the Service's labels")
+    endpoints = spec.get("endpoints")
+    _require(problems, where, isinstance(endpoints, list) and endpoints, "spec.endpoints must be a non-empty list")
+    for i, endpoint in enumerate(endpoints or []):
+        _require(problems, where, isinstance(endpoint.get("port"), str), f"spec.endpoints[{i}].port must be a port name")
+        _require(problems, where, str(endpoint.get("path", "/")).startswith("/"), f"spec.endpoints[{i}].path must start with /")
+        _require(problems, where, bool(DURATION.match(str(endpoint.get("interval", "30s")))),
+                 f"spec.endpoints[{i}].interval must be a duration")
+        credentials = ((endpoint.get("authorization") or {}).get("credentials")) or {"name": "-", "key": "-"}
+        _require(problems, where, bool(credentials.get("name") and credentials.get("key")),
+                 f"spec.endpoints[{i}].authorization.credentials needs name and key")
+    unknown = set(spec) - {"selector", "endpoints", "namespaceSelector", "jobLabel", "targetLabels"}
+    _require(problems, where, not unknown, f"unknown fields {sorted(unknown)}")
+
+
+def _prometheus_rule(obj: dict[str, Any], where: str, problems: list[str]) -> None:
+    groups = (obj.get("spec") or {}).get("groups")
+    _require(problems, where, isinstance(groups, list) and groups, "spec.groups must be a non-empty list")
+    for g, group in enumerate(groups or []):
+        _require(problems, where, bool(group.get("name")), f"spec.groups[{g}].name is required")
+        for r, rule in enumerate(group.get("rules") or []):
+            at = f"spec.groups[{g}].rules[{r}]"
+            _require(problems, where, bool(rule.get("alert")) != bool(rule.get("record")), f"{at} needs alert or record")
+            _require(problems, where, isinstance(rule.get("expr"), str) and rule["expr"], f"{at}.expr is required")
+            if rule.get("alert"):
+                annotations = rule.get("annotations") or {}
+                for key in ("summary", "description", "runbook_url"):
+                    _require(problems, where, bool(annotations.get(key)), f"{at} alert needs annotations.{key}")
+                _require(problems, where, bool((rule.get("labels") or {}).get("severity")), f"{at} alert needs labels.severity")
+                _require(problems, where, bool(DURATION.match(str(rule.get("for", "0s")))), f"{at}.for must be a duration")
+
+
+def _cnpg_cluster(obj: dict[str, Any], where: str, problems: list[str]) -> None:
+    spec = obj.get("spec") or {}
+    _require(problems, where, isinstance(spec.get("instances"), int) and spec["instances"] >= 1, "spec.instances must be >= 1")
+    _require(problems, where, bool(QUANTITY.match(str((spec.get("storage") or {}).get("size", "")))),
+             "spec.storage.size must be a quantity")
+    _require(problems, where, ":" in str(spec.get("imageName", "")), "spec.imageName must be a pinned image")
+    initdb = (spec.get("bootstrap") or {}).get("initdb") or {}
+    _require(problems, where, bool(initdb.get("database") and initdb.get("owner") and (initdb.get("secret") or {}).get("name")),
+             "spec.bootstrap.initdb needs database, owner and secret.name")
+    store = (spec.get("backup") or {}).get("barmanObjectStore")
+    if store is not None:
+        _require(problems, where, str(store.get("destinationPath", "")).startswith(("s3://", "gs://")),
+                 "backup.barmanObjectStore.destinationPath must be s3:// or gs://")
+
+
+def _scheduled_backup(obj: dict[str, Any], where: str, problems: list[str]) -> None:
+    spec = obj.get("spec") or {}
+    _require(problems, where, len(str(spec.get("schedule", "")).split()) == 6,
+             "spec.schedule must be a six-field cron (seconds first)")
+    _require(problems, where, bool((spec.get("cluster") or {}).get("name")), "spec.cluster.name is required")
+    _require(problems, where, spec.get("method", "barmanObjectStore") in ("barmanObjectStore", "volumeSnapshot", "plugin"),
+             "spec.method is unknown")
+
+
+CUSTOM_RESOURCES: dict[tuple[str, str], Callable[[dict[str, Any], str, list[str]], None]] = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): _service_monitor,
+    ("monitoring.coreos.com/v1", "PrometheusRule"): _prometheus_rule,
+    ("postgresql.cnpg.io/v1", "Cluster"): _cnpg_cluster,
+    ("postgresql.cnpg.io/v1", "ScheduledBackup"): _scheduled_backup,
+}
+
+
+def validate_manifests(manifests: list[dict[str, Any]], kubernetes_version: str) -> list[str]:
+    """Every problem found, each prefixed with the object it is in."""
+    problems: list[str] = []
+    for obj in manifests:
+        meta = obj.get("metadata") or {}
+        where = f"{obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
+        custom = CUSTOM_RESOURCES.get((obj.get("apiVersion", ""), obj.get("kind", "")))
+        if custom is not None:
+            custom(obj, where, problems)
+            continue
+        try:
+            kubernetes_validate.validate(redacted(obj), kubernetes_version, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            problems.append(f"{where}: no schema for {obj.get('apiVersion')} {obj.get('kind')} in Kubernetes "
+                            f"{kubernetes_version}, and tenantry has no structural check for it")
+        except kubernetes_validate.ValidationError as error:
+            path = ".".join(str(p) for p in error.path)
+            problems.append(f"{where}: {path}: {error.message}")
+    return problems

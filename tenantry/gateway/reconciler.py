@@ -1,0 +1,173 @@
+"""Make LiteLLM's teams and keys match the spec. Idempotent.
+
+Standard library only: on Kubernetes this file is mounted into the LiteLLM
+image and run as a Job (`python3 reconciler.py`); the local stack imports
+it. Inputs:
+
+- TENANTRY_TEAMS: JSON file of desired teams (tenantry.render.teams);
+- TENANTRY_KEYS: JSON file {tenant: key}, the keys Pulumi generated (or the
+  local stack did) and keeps as secrets;
+- LITELLM_URL, and LITELLM_MASTER_KEY or LITELLM_MASTER_KEY_FILE (a file
+  keeps the key out of the process environment).
+
+For each desired team: create it, or update the fields that differ; make
+sure its key exists (registered with the given value) and is not blocked.
+Teams this reconciler created earlier that the spec no longer names get
+their keys blocked, not deleted, so spend history stays.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+MANAGED_BY = "tenantry"
+"""Teams carrying metadata.managed_by = tenantry are the reconciler's; it leaves others alone."""
+TEAM_FIELDS = ("models", "tpm_limit", "rpm_limit", "max_parallel_requests", "max_budget", "budget_duration", "metadata")
+
+
+@dataclass(frozen=True)
+class Action:
+    verb: str
+    """create-team, update-team, create-key, unblock-key, block-key"""
+    tenant: str
+    body: dict[str, Any]
+
+
+def plan_actions(
+    desired: list[dict[str, Any]],
+    teams: list[dict[str, Any]],
+    keys: dict[str, str],
+    key_state: dict[str, str],
+) -> list[Action]:
+    """What to change. `teams` are LiteLLM's current teams; `key_state` maps
+    each tenant's key to 'missing', 'active' or 'blocked'."""
+    current = {t.get("team_alias"): t for t in teams}
+    actions: list[Action] = []
+    for team in desired:
+        tenant = team["team_alias"]
+        existing = current.get(tenant)
+        if existing is None:
+            actions.append(Action("create-team", tenant, dict(team)))
+        else:
+            changed = {f: team[f] for f in TEAM_FIELDS if _differs(existing.get(f), team[f])}
+            if changed:
+                actions.append(Action("update-team", tenant, {"team_id": existing["team_id"], **changed}))
+        key = keys.get(tenant)
+        if key is None:
+            raise ValueError(f"no key for tenant {tenant}: the keys file must name every tenant")
+        state = key_state.get(tenant, "missing")
+        if state == "missing":
+            actions.append(Action("create-key", tenant, {"key": key, "key_alias": tenant,
+                                                         "metadata": {"managed_by": MANAGED_BY}}))
+        elif state == "blocked":
+            actions.append(Action("unblock-key", tenant, {"key": key}))
+    wanted = {t["team_alias"] for t in desired}
+    for alias, team in current.items():
+        if alias not in wanted and (team.get("metadata") or {}).get("managed_by") == MANAGED_BY:
+            actions.append(Action("block-team-keys", str(alias), {"team_id": team["team_id"]}))
+    return actions
+
+
+def _differs(current: Any, wanted: Any) -> bool:
+    if isinstance(wanted, list):
+        return sorted(current or []) != sorted(wanted)
+    if isinstance(wanted, dict):
+        return any((current or {}).get(k) != v for k, v in wanted.items())
+    if isinstance(wanted, float) and isinstance(current, (int, float)):
+        return abs(current - wanted) > 1e-9
+    return current != wanted
+
+
+class LiteLLM:
+    """The few admin endpoints the reconciler needs."""
+
+    def __init__(self, url: str, master_key: str, timeout: float = 30):
+        self.url, self.master_key, self.timeout = url.rstrip("/"), master_key, timeout
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method,
+            headers={"Authorization": f"Bearer {self.master_key}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - URL from our config
+            return json.loads(response.read() or b"null")
+
+    def wait_until_ready(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                self.call("GET", "/health/readiness")
+                return
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
+
+    def teams(self) -> list[dict[str, Any]]:
+        return list(self.call("GET", "/team/list") or [])
+
+    def key_state(self, key: str) -> str:
+        try:
+            info = self.call("GET", f"/key/info?key={key}")
+        except urllib.error.HTTPError as error:
+            if error.code in (400, 404):
+                return "missing"
+            raise
+        return "blocked" if (info or {}).get("info", {}).get("blocked") else "active"
+
+    def apply(self, action: Action, team_ids: dict[str, str]) -> None:
+        if action.verb == "create-team":
+            created = self.call("POST", "/team/new", action.body)
+            team_ids[action.tenant] = created["team_id"]
+        elif action.verb == "update-team":
+            self.call("POST", "/team/update", action.body)
+        elif action.verb == "create-key":
+            self.call("POST", "/key/generate", {**action.body, "team_id": team_ids[action.tenant]})
+        elif action.verb == "unblock-key":
+            self.call("POST", "/key/unblock", action.body)
+        elif action.verb == "block-team-keys":
+            for key in self.call("GET", f"/key/list?team_id={action.body['team_id']}&return_full_object=true").get("keys", []):
+                token = key.get("token") if isinstance(key, dict) else key
+                self.call("POST", "/key/block", {"key": token})
+
+
+def reconcile(client: LiteLLM, desired: list[dict[str, Any]], keys: dict[str, str]) -> list[Action]:
+    teams = client.teams()
+    state = {tenant: client.key_state(key) for tenant, key in keys.items()}
+    actions = plan_actions(desired, teams, keys, state)
+    team_ids = {t.get("team_alias"): t.get("team_id") for t in teams}
+    for action in actions:
+        client.apply(action, team_ids)
+    return actions
+
+
+def main() -> int:
+    with open(os.environ["TENANTRY_TEAMS"], encoding="utf-8") as f:
+        desired = json.load(f)
+    with open(os.environ["TENANTRY_KEYS"], encoding="utf-8") as f:
+        keys = json.load(f)
+    key_file = os.environ.get("LITELLM_MASTER_KEY_FILE")
+    if key_file:
+        with open(key_file, encoding="utf-8") as f:
+            master_key = f.read().strip()
+    else:
+        master_key = os.environ["LITELLM_MASTER_KEY"]
+    client = LiteLLM(os.environ["LITELLM_URL"], master_key)
+    client.wait_until_ready(float(os.environ.get("TENANTRY_WAIT_SECONDS", "300")))
+    actions = reconcile(client, desired, keys)
+    for action in actions:
+        print(f"{action.verb} {action.tenant}")
+    print(f"reconciled {len(desired)} tenants, {len(actions)} changes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""LiteLLM's proxy config and the tenant-policy plugin's settings, from the Plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tenantry.plan.model import EnginePlan, Plan
+
+POLICY_CALLBACK = "tenant_policy.proxy_handler_instance"
+"""The plugin's module (mounted next to the config) and the instance LiteLLM loads."""
+
+
+def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[str, Any]:
+    """A model_list entry per engine and per adapter, priced from the Plan (so
+    spend is GPU cost), fallbacks, Redis for limits shared across replicas, the
+    Prometheus callback and the tenant-policy plugin. Secrets are read from the
+    environment, never written here."""
+    model_list = []
+    for engine in plan.engines:
+        prices = {
+            "input_cost_per_token": engine.tokens.usd_per_1k_input_tokens / 1000,
+            "output_cost_per_token": engine.tokens.usd_per_1k_output_tokens / 1000,
+        }
+        for served in (engine.name, *(a.name for a in engine.lora.adapters)):
+            model_list.append({
+                "model_name": served,
+                "litellm_params": {
+                    # hosted_vllm/ forwards vLLM's own request fields (priority, cache_salt).
+                    "model": f"hosted_vllm/{served}",
+                    "api_base": api_base(engine),
+                    **prices,
+                },
+                "model_info": {"id": served, "base_engine": engine.name},
+            })
+    return {
+        "model_list": model_list,
+        "router_settings": {
+            "fallbacks": [{f.model: list(f.to)} for f in plan.gateway.fallbacks],
+            "redis_host": "os.environ/REDIS_HOST",
+            "redis_port": "os.environ/REDIS_PORT",
+            "redis_password": "os.environ/REDIS_PASSWORD",
+        },
+        "litellm_settings": {
+            "callbacks": ["prometheus", POLICY_CALLBACK],
+            "request_timeout": 600,
+        },
+        "general_settings": {
+            "master_key": "os.environ/LITELLM_MASTER_KEY",
+            "database_url": "os.environ/DATABASE_URL",
+            "store_model_in_db": False,
+        },
+    }
+
+
+def tenant_policy_settings(plan: Plan) -> dict[str, Any]:
+    """What the tenant-policy plugin enforces, per tenant (keyed by the team
+    alias the reconciler gives it) and per engine."""
+    return {
+        "tenants": {
+            t.name: {
+                "tier": t.tier,
+                "priority": t.priority,
+                "cache_salt": t.cache_salt,
+                "max_concurrency": t.max_concurrency,
+                "max_prompt_tokens": t.max_prompt_tokens,
+                "max_output_tokens": t.max_output_tokens,
+            }
+            for t in plan.tenants
+        },
+        "engines": {
+            e.name: {
+                "replicas": e.replicas,
+                "slots": e.slots.capacity,
+                "reserved": {r.tenant: r.slots for r in e.slots.reserved},
+                "models": [e.name, *(a.name for a in e.lora.adapters)],
+            }
+            for e in plan.engines
+        },
+        "admission": {
+            "shed_spot_at_kv_usage": plan.gateway.shed_spot_at_kv_usage,
+            "shed_best_effort_at_kv_usage": plan.gateway.shed_best_effort_at_kv_usage,
+            "shed_spot_at_waiting": plan.gateway.shed_spot_at_waiting,
+            "shed_best_effort_at_waiting": plan.gateway.shed_best_effort_at_waiting,
+            "metrics_max_age_seconds": plan.gateway.metrics_max_age_seconds,
+        },
+    }

@@ -1,0 +1,166 @@
+"""Each policy catches what it is for: a rendering that is fine except for one
+injected fault fails exactly that policy, naming the resource."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import pytest
+
+from tenantry.deploy import policies as rules
+from tenantry.deploy.checks import policy_resources
+from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
+from tenantry.deploy.offline import Secret, render
+from tenantry.pins import chart
+from tenantry.stacks import plan_stack, stack_path
+
+MONITORING = chart("kube-prometheus-stack").namespace
+
+
+@pytest.fixture(scope="module")
+def clean():
+    plan = plan_stack("h100-mig-mixed")
+    return plan, policy_resources(render(stack_path("h100-mig-mixed")))
+
+
+def _find(resources: list[rules.Resource], kind: str, name: str, namespace: str | None = None) -> rules.Resource:
+    return next(r for r in resources if r.kind == kind and r.metadata.get("name") == name
+                and (namespace is None or r.namespace == namespace))
+
+
+def _container(resource: rules.Resource, name: str) -> dict:
+    return next(c for c in rules.containers(resource) if c["name"] == name)
+
+
+def drop_quota(rs):
+    rs.remove(_find(rs, "ResourceQuota", "tenantry-quota", "tenant-partner-api"))
+
+
+def drop_limit_range(rs):
+    rs.remove(_find(rs, "LimitRange", "tenantry-limits", "tenant-assistant"))
+
+
+def weaken_default_deny(rs):
+    _find(rs, "NetworkPolicy", "tenantry-default-deny", "tenant-assistant").props["spec"]["policyTypes"] = ["Ingress"]
+
+
+def open_engine_to_a_tenant(rs):
+    policy = _find(rs, "NetworkPolicy", "tenantry-engines")
+    policy.props["spec"]["ingress"][0]["from"].append(
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tenant-partner-api"}}})
+
+
+def open_engine_to_everyone(rs):
+    _find(rs, "NetworkPolicy", "tenantry-engines").props["spec"]["ingress"] = [{}]
+
+
+def expose_engine(rs):
+    _find(rs, "Service", "qwen-7b").props["spec"]["type"] = "LoadBalancer"
+
+
+def drop_engine_policy(rs):
+    rs.remove(_find(rs, "NetworkPolicy", "tenantry-engines"))
+
+
+def drop_limits(rs):
+    del _container(_find(rs, "Deployment", "tenantry-redis"), "redis")["resources"]["limits"]
+
+
+def unpinned_image(rs):
+    _container(_find(rs, "Deployment", "tenantry-gateway"), "litellm")["image"] = "ghcr.io/berriai/litellm:latest"
+
+
+def other_chart_version(rs):
+    release = next(r for r in rs if r.kind == "Release" and r.props["chart"] == "gpu-operator")
+    release.props["version"] = "v25.3.0"
+
+
+def secret_in_config_map(rs):
+    _find(rs, "ConfigMap", "tenantry-gateway").props["data"]["leak"] = Secret("sk-123")
+
+
+def secret_as_env_literal(rs):
+    _container(_find(rs, "Deployment", "tenantry-gateway"), "litellm")["env"].append(
+        {"name": "LITELLM_MASTER_KEY", "value": Secret("sk-123")})
+
+
+def tp_on_mig(rs):
+    args = _container(_find(rs, "Deployment", "qwen-7b"), "vllm")["args"]
+    args[args.index("--tensor-parallel-size") + 1] = "2"
+
+
+def gpus_not_matching_tp(rs):
+    _container(_find(rs, "Deployment", "llama-70b"), "vllm")["resources"]["limits"]["nvidia.com/gpu"] = "2"
+
+
+def args_not_from_plan(rs):
+    args = _container(_find(rs, "Deployment", "mistral-7b"), "vllm")["args"]
+    args[args.index("--max-num-seqs") + 1] = "512"
+
+
+def replicas_not_from_plan(rs):
+    _find(rs, "Deployment", "llama-3b").props["spec"]["replicas"] = 3
+
+
+FAULTS: list[tuple[Callable, str, str]] = [
+    (drop_quota, "tenant_namespaces_are_isolated", "tenant-partner-api has no ResourceQuota"),
+    (drop_limit_range, "tenant_namespaces_are_isolated", "tenant-assistant has no LimitRange"),
+    (weaken_default_deny, "tenant_namespaces_are_isolated", "tenant-assistant has no default-deny"),
+    (open_engine_to_a_tenant, "engines_reachable_only_from_gateway", "reachable from"),
+    (open_engine_to_everyone, "engines_reachable_only_from_gateway", "reachable from anywhere"),
+    (expose_engine, "engines_reachable_only_from_gateway", "exposed outside the cluster"),
+    (drop_engine_policy, "engines_reachable_only_from_gateway", "has no NetworkPolicy guarding"),
+    (drop_limits, "containers_have_requests_and_limits", "tenantry-redis container redis has no limits"),
+    (unpinned_image, "versions_are_pinned", "does not pin"),
+    (other_chart_version, "versions_are_pinned", "is not chart gpu-operator v26.3.3"),
+    (secret_in_config_map, "no_secret_in_plain_text", "ConfigMap tenantry/tenantry-gateway holds a secret"),
+    (secret_as_env_literal, "no_secret_in_plain_text", "LITELLM_MASTER_KEY as a literal"),
+    (tp_on_mig, "tensor_parallel_never_on_mig", "qwen-7b runs tensor parallel 2 on MIG"),
+    (gpus_not_matching_tp, "tensor_parallel_never_on_mig", "requests 2 GPUs for tensor parallel 4"),
+    (args_not_from_plan, "engines_match_the_plan", "mistral-7b runs vLLM with"),
+    (replicas_not_from_plan, "engines_match_the_plan", "llama-3b has 3 replicas, the plan says 8"),
+]
+
+
+def _run(rule: str, resources: list[rules.Resource], plan) -> list[str]:
+    check = getattr(rules, rule)
+    if rule == "engines_reachable_only_from_gateway":
+        return check(resources, GATEWAY_SELECTOR, MONITORING)
+    if rule == "engines_match_the_plan":
+        return check(resources, plan)
+    return check(resources)
+
+
+@pytest.mark.parametrize(("fault", "rule", "words"), FAULTS, ids=[f[0].__name__ for f in FAULTS])
+def test_each_policy_catches_its_fault(clean, fault, rule, words):
+    plan, resources = clean
+    assert _run(rule, resources, plan) == []
+    broken = copy.deepcopy(resources)
+    fault(broken)
+    violations = _run(rule, broken, plan)
+    assert any(words in v for v in violations), violations
+
+
+def test_policy_pack_sees_secrets_behind_pulumi_policys_proxies():
+    from pulumi_policy.deserialize import deserialize_properties
+
+    wire = {"data": {"a": "plain", "b": {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270",
+                                         "value": "sk-123"}}}
+    props = deserialize_properties(wire, proxy_secrets=True)
+    assert props["data"]["b"] == "sk-123"  # what a naive policy would see
+    plain = rules.from_policy_props(props)
+    assert plain == {"data": {"a": "plain", "b": Secret("sk-123")}}
+    assert rules.no_secret_in_plain_text([rules.Resource("kubernetes:core/v1:ConfigMap", "c", plain)])
+
+
+def test_policy_pack_program_compiles_and_lists_every_rule():
+    import ast
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[2] / "policy" / "__main__.py").read_text()
+    tree = ast.parse(source)
+    names = {node.args[0].value for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_stack_rule"}
+    assert names == {"tenant-namespaces-isolated", "engines-only-from-gateway", "requests-and-limits",
+                     "versions-pinned", "no-plain-secrets", "tp-never-on-mig", "engines-match-plan"}

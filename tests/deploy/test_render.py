@@ -1,0 +1,217 @@
+"""Every shipped stack through the Pulumi program under the mock runtime:
+the objects it would apply are valid for the stack's Kubernetes version,
+follow tenantry's policies, keep secrets secret, and carry the Plan's numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tenantry.deploy.checks import check_rendering, policy_violations
+from tenantry.deploy.gpu_nodes import MIG_CONFIG_LABEL, MIG_PARTED_CONFIGMAP
+from tenantry.deploy.offline import Secret, render, write
+from tenantry.render.litellm import POLICY_CALLBACK
+from tenantry.stacks import plan_stack, stack_path
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def rendered(request):
+    plan = plan_stack(request.param)
+    return plan, render(stack_path(request.param), request.param)
+
+
+def by_kind(rendering, kind: str) -> list[dict[str, Any]]:
+    return [m for m in rendering.manifests() if m["kind"] == kind]
+
+
+def named(rendering, kind: str, name: str) -> dict[str, Any]:
+    return next(m for m in by_kind(rendering, kind) if m["metadata"]["name"] == name)
+
+
+def test_every_object_is_valid_and_every_policy_holds(rendered):
+    plan, rendering = rendered
+    assert check_rendering(rendering, plan) == []
+
+
+def test_components_have_type_tokens_and_own_their_children(rendered):
+    _, rendering = rendered
+    components = [r for r in rendering.resources if r.type.startswith("tenantry:")]
+    assert {r.type for r in components} >= {
+        "tenantry:platform:Platform", "tenantry:gpu:GpuNodes", "tenantry:engine:Engine", "tenantry:postgres:Postgres",
+        "tenantry:redis:Redis", "tenantry:gateway:Gateway", "tenantry:observability:Observability",
+        "tenantry:tenant:Tenant",
+    }
+    for resource in rendering.resources:
+        if resource.type == "tenantry:platform:Platform":
+            assert resource.parent_type is None
+            continue
+        assert resource.parent_type and resource.parent_type.startswith("tenantry:"), resource
+        assert resource.name.startswith(f"{resource.parent_name}-"), (resource.name, resource.parent_name)
+
+
+def test_engines_carry_the_plans_gpus_and_placement(rendered):
+    plan, rendering = rendered
+    for engine in plan.engines:
+        deployment = named(rendering, "Deployment", engine.name)
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"tenantry.io/pool": engine.pool}
+        assert {"key": "tenantry.io/pool", "operator": "Equal", "value": engine.pool, "effect": "NoSchedule"} in pod["tolerations"]
+        vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
+        if engine.gpu_resource:
+            assert vllm["resources"]["limits"][engine.gpu_resource] == str(engine.gpu_resource_count)
+        for flag in ("--scheduling-policy", "--enable-prefix-caching", "--max-num-seqs", "--max-model-len"):
+            assert flag in vllm["args"]
+        assert vllm["args"][vllm["args"].index("--max-num-seqs") + 1] == str(engine.kv.max_num_seqs)
+        assert {p: vllm[p]["httpGet"]["path"] for p in ("startupProbe", "readinessProbe", "livenessProbe")} == {
+            "startupProbe": "/health", "readinessProbe": "/health", "livenessProbe": "/health"}
+        shm = next(v for v in pod["volumes"] if v["name"] == "shm")
+        assert shm["emptyDir"]["medium"] == "Memory"
+        assert vllm["securityContext"]["runAsNonRoot"] and vllm["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert named(rendering, "PodDisruptionBudget", engine.name)
+        assert named(rendering, "Service", engine.name)["spec"]["ports"][0]["port"] == 8000
+        assert named(rendering, "ServiceMonitor", engine.name)["spec"]["endpoints"][0]["path"] == "/metrics"
+        if engine.lora.enabled:
+            modules = vllm["args"][vllm["args"].index("--lora-modules") + 1:]
+            assert modules == [f"{a.name}=/adapters/{a.name}" for a in engine.lora.adapters]
+
+
+def test_gateway_config_is_rendered_from_the_plan(rendered):
+    plan, rendering = rendered
+    config_map = named(rendering, "ConfigMap", "tenantry-gateway")
+    config = yaml.safe_load(config_map["data"]["config.yaml"])
+    served = {m["model_name"]: m for m in config["model_list"]}
+    for engine in plan.engines:
+        for name in (engine.name, *(a.name for a in engine.lora.adapters)):
+            params = served[name]["litellm_params"]
+            assert params["api_base"] == f"http://{engine.name}.{plan.platform.namespace}.svc:8000/v1"
+            assert params["input_cost_per_token"] == pytest.approx(engine.tokens.usd_per_1k_input_tokens / 1000)
+            assert params["output_cost_per_token"] == pytest.approx(engine.tokens.usd_per_1k_output_tokens / 1000)
+    assert config["router_settings"]["fallbacks"] == [{f.model: list(f.to)} for f in plan.gateway.fallbacks]
+    assert config["litellm_settings"]["callbacks"] == ["prometheus", POLICY_CALLBACK]
+    assert config["general_settings"]["master_key"] == "os.environ/LITELLM_MASTER_KEY"
+    assert "tenant_policy.py" in config_map["data"]
+    policy = json.loads(config_map["data"]["tenant-policy.json"])
+    assert {t: s["priority"] for t, s in policy["tenants"].items()} == {t.name: t.priority for t in plan.tenants}
+    gateway = named(rendering, "Deployment", "tenantry-gateway")
+    assert gateway["spec"]["replicas"] == plan.gateway.replicas
+    hpa = named(rendering, "HorizontalPodAutoscaler", "tenantry-gateway")
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (plan.gateway.replicas, plan.gateway.max_replicas)
+    monitor = named(rendering, "ServiceMonitor", "tenantry-gateway")
+    assert monitor["spec"]["endpoints"][0]["authorization"]["credentials"]["name"] == "tenantry-gateway-master-key"
+
+
+def test_reconciler_job_carries_every_tenant_and_reruns_when_they_change(rendered):
+    plan, rendering = rendered
+    teams = json.loads(named(rendering, "ConfigMap", "tenantry-reconciler")["data"]["teams.json"])
+    assert {t["team_alias"]: t["tpm_limit"] for t in teams} == {t.name: t.tpm for t in plan.tenants}
+    jobs = by_kind(rendering, "Job")
+    assert len(jobs) == 1 and jobs[0]["metadata"]["name"].startswith("tenantry-reconcile-")
+    assert named(rendering, "CronJob", "tenantry-reconcile")["spec"]["schedule"] == "*/15 * * * *"
+    keys = named(rendering, "Secret", "tenantry-tenant-keys")
+    assert isinstance(keys["stringData"], Secret)
+
+
+def test_tenant_namespaces(rendered):
+    plan, rendering = rendered
+    for tenant in plan.tenants:
+        namespace = named(rendering, "Namespace", tenant.namespace)
+        assert namespace["metadata"]["labels"]["tenantry.io/tenant"] == tenant.name
+        assert namespace["metadata"]["labels"]["tenantry.io/tier"] == tenant.tier
+        quota = next(m for m in by_kind(rendering, "ResourceQuota") if m["metadata"]["namespace"] == tenant.namespace)
+        assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
+        assert quota["spec"]["hard"]["pods"] == str(tenant.quota_pods)
+        egress = next(m for m in by_kind(rendering, "NetworkPolicy")
+                      if m["metadata"]["namespace"] == tenant.namespace and m["spec"].get("egress"))
+        ports = sorted(p["port"] for rule in egress["spec"]["egress"] for p in rule["ports"])
+        assert ports == [53, 53, 4000]
+        key = next(m for m in by_kind(rendering, "Secret") if m["metadata"]["namespace"] == tenant.namespace)
+        assert key["metadata"]["name"] == "tenantry-gateway-key" and isinstance(key["stringData"], Secret)
+        role = next(m for m in by_kind(rendering, "Role") if m["metadata"]["namespace"] == tenant.namespace)
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["tenantry-gateway-key"],
+                                  "verbs": ["get"]}]
+
+
+def test_gpu_nodes_and_the_operator(rendered):
+    plan, rendering = rendered
+    nodes = {m["metadata"]["name"]: m for m in by_kind(rendering, "Node")}
+    for pool in plan.pools:
+        for node in pool.node_names or ():
+            labels = nodes[node]["metadata"]["labels"]
+            assert labels["tenantry.io/pool"] == pool.name
+            assert labels[MIG_CONFIG_LABEL] == (pool.mig_config or "all-disabled")
+            assert nodes[node]["spec"]["taints"] == [{"key": "tenantry.io/pool", "value": pool.name, "effect": "NoSchedule"}]
+    operator = [r for r in rendering.releases() if r.inputs["chart"] == "gpu-operator"]
+    if all(p.gpu == "CPU" for p in plan.pools):
+        assert operator == []
+        return
+    values = operator[0].inputs["values"]
+    assert values["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+    assert values["mig"]["strategy"] == ("mixed" if plan.mig_strategy == "mixed" else "none")
+    if plan.mig_strategy == "mixed":
+        assert values["migManager"]["config"]["name"] == MIG_PARTED_CONFIGMAP
+        parted = yaml.safe_load(named(rendering, "ConfigMap", MIG_PARTED_CONFIGMAP)["data"]["config.yaml"])
+        for pool in plan.pools:
+            if pool.mig_layout:
+                devices = parted["mig-configs"][pool.mig_config][0]["mig-devices"]
+                assert sum(devices.values()) == len(pool.mig_layout)
+
+
+def test_no_secret_value_appears_in_plain_text(rendered):
+    """Mock passwords are distinct strings; none may be found outside a value
+    Pulumi marks secret, in any object or in the stack's outputs."""
+    _, rendering = rendered
+
+    def plain_strings(value: Any):
+        if isinstance(value, Secret):
+            return
+        if isinstance(value, dict):
+            for v in value.values():
+                yield from plain_strings(v)
+        elif isinstance(value, list):
+            for v in value:
+                yield from plain_strings(v)
+        elif isinstance(value, str):
+            yield value
+
+    leaks = [(r.name, s) for r in rendering.resources for s in plain_strings(r.inputs) if "mock-secret-" in s]
+    assert leaks == []
+    assert "mock-secret-" not in json.dumps(rendering.exports)
+    assert rendering.exports["gateway_url"].endswith(":4000")
+
+
+def test_stateful_resources_keep_their_names():
+    """Renaming any of these would delete data (Pulumi replaces renamed resources):
+    change them only with an alias."""
+    rendering = render(stack_path("h100x8-shared-70b"))
+    stateful = {(r.type.rsplit(":", 1)[-1], r.name, (r.inputs.get("metadata") or {}).get("name"))
+                for r in rendering.resources if r.type.rsplit(":", 1)[-1] in ("Cluster", "RandomPassword")}
+    assert stateful == {
+        ("Cluster", "tenantry-postgres-cluster", "tenantry-postgres"),
+        ("RandomPassword", "tenantry-postgres-password", None),
+        ("RandomPassword", "tenantry-redis-password", None),
+        ("RandomPassword", "tenantry-gateway-master-key", None),
+        *{("RandomPassword", f"tenantry-key-{t}", None) for t in
+          ("support-chat", "legal-rag", "code-agent", "extraction-batch", "research")},
+    }
+
+
+def test_rendering_is_deterministic(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    write(render(stack_path("h100-mig-mixed")), first)
+    write(render(stack_path("h100-mig-mixed")), second)
+    files = sorted(p.relative_to(first) for p in first.rglob("*.yaml"))
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*.yaml"))
+    assert all((first / f).read_text() == (second / f).read_text() for f in files)
+    assert "<pulumi secret>" in (first / "tenantry" / "Secret-tenantry-gateway-env.yaml").read_text()
+
+
+def test_policies_pass_on_every_stack(rendered):
+    plan, rendering = rendered
+    assert policy_violations(rendering, plan) == []

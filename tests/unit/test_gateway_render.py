@@ -1,0 +1,96 @@
+"""What the gateway is configured with, rendered from the Plan, and the
+reconciler's decisions (its HTTP side runs against a real LiteLLM in the
+local-stack tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenantry.gateway.reconciler import MANAGED_BY, Action, plan_actions
+from tenantry.render.litellm import litellm_config, tenant_policy_settings
+from tenantry.render.teams import desired_teams
+from tenantry.render.vllm import vllm_args, vllm_env
+from tenantry.stacks import plan_stack
+
+
+def test_litellm_config_has_every_engine_and_adapter_priced_from_the_plan():
+    plan = plan_stack("local")
+    config = litellm_config(plan, api_base=lambda e: f"http://127.0.0.1/{e.name}")
+    names = [m["model_name"] for m in config["model_list"]]
+    assert names == ["tiny", "acme-support", "globex-legal", "micro"]
+    tiny = plan.engine("tiny")
+    adapter = next(m for m in config["model_list"] if m["model_name"] == "acme-support")
+    assert adapter["litellm_params"] == {
+        "model": "hosted_vllm/acme-support", "api_base": "http://127.0.0.1/tiny",
+        "input_cost_per_token": tiny.tokens.usd_per_1k_input_tokens / 1000,
+        "output_cost_per_token": tiny.tokens.usd_per_1k_output_tokens / 1000,
+    }
+    assert config["router_settings"]["fallbacks"] == [{"tiny": ["micro"]}]
+    assert "master_key" in config["general_settings"] and "sk-" not in str(config)
+
+
+def test_policy_settings_carry_tiers_salts_and_reservations():
+    plan = plan_stack("local")
+    settings = tenant_policy_settings(plan)
+    assert settings["tenants"]["acme"] == {
+        "tier": "guaranteed", "priority": 0, "cache_salt": "tenant-acme", "max_concurrency": 4,
+        "max_prompt_tokens": None, "max_output_tokens": None,
+    }
+    assert settings["tenants"]["initech"]["cache_salt"] is None
+    assert settings["engines"]["tiny"]["reserved"] == {"acme": 4}
+    assert settings["admission"]["shed_spot_at_waiting"] == 1
+
+
+def test_cpu_engines_get_cpu_arguments_and_a_kv_cache_size():
+    tiny = plan_stack("local").engine("tiny")
+    args = vllm_args(tiny, model="/m", adapter_dir="/a", download_dir=None)
+    assert args[args.index("--block-size") + 1] == "32" and "--enforce-eager" in args
+    assert vllm_env(tiny) == {"VLLM_CPU_KVCACHE_SPACE": str(tiny.memory.kv_bytes // 2**30)}
+    big = plan_stack("h100x8-shared-70b").engine("llama-70b")
+    assert "--enforce-eager" not in vllm_args(big, model="m", adapter_dir="/a", download_dir="/models")
+    assert vllm_env(big) == {}
+
+
+def test_desired_teams():
+    teams = desired_teams(plan_stack("local"))
+    acme = next(t for t in teams if t["team_alias"] == "acme")
+    assert acme == {
+        "team_alias": "acme", "models": ["tiny", "acme-support"], "tpm_limit": 12000, "rpm_limit": 120,
+        "max_parallel_requests": 4, "max_budget": 5.0, "budget_duration": "1d",
+        "metadata": {"managed_by": MANAGED_BY, "tier": "guaranteed", "stack": "local"},
+    }
+
+
+DESIRED = [{"team_alias": "a", "models": ["m"], "tpm_limit": 10, "rpm_limit": 1, "max_parallel_requests": 2,
+            "max_budget": 5.0, "budget_duration": "1d", "metadata": {"managed_by": MANAGED_BY, "tier": "spot"}}]
+
+
+def test_reconciler_creates_what_is_missing():
+    actions = plan_actions(DESIRED, teams=[], keys={"a": "sk-a"}, key_state={"a": "missing"})
+    assert [a.verb for a in actions] == ["create-team", "create-key"]
+    assert actions[1].body["key"] == "sk-a"
+
+
+def test_reconciler_changes_nothing_when_in_step():
+    current = [{**DESIRED[0], "team_id": "t1", "models": ["m"], "max_budget": 5}]
+    assert plan_actions(DESIRED, current, {"a": "sk-a"}, {"a": "active"}) == []
+
+
+def test_reconciler_updates_only_what_differs_and_unblocks():
+    current = [{**DESIRED[0], "team_id": "t1", "tpm_limit": 99}]
+    actions = plan_actions(DESIRED, current, {"a": "sk-a"}, {"a": "blocked"})
+    assert actions == [Action("update-team", "a", {"team_id": "t1", "tpm_limit": 10}),
+                       Action("unblock-key", "a", {"key": "sk-a"})]
+
+
+def test_reconciler_blocks_keys_of_removed_tenants_but_not_foreign_teams():
+    current = [{**DESIRED[0], "team_id": "t1"},
+               {"team_alias": "gone", "team_id": "t2", "metadata": {"managed_by": MANAGED_BY}},
+               {"team_alias": "someone-else", "team_id": "t3", "metadata": {}}]
+    actions = plan_actions(DESIRED, current, {"a": "sk-a"}, {"a": "active"})
+    assert actions == [Action("block-team-keys", "gone", {"team_id": "t2"})]
+
+
+def test_reconciler_needs_every_key():
+    with pytest.raises(ValueError, match="no key for tenant a"):
+        plan_actions(DESIRED, [], {}, {})
