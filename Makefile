@@ -1,17 +1,22 @@
 # The two commands of the README, and what they need. Safe to run twice.
-#   make local   plan the local stack (the local processes arrive with issue 4)
+#   make local   install what is missing, start the local stack, one request per tenant
 #   make test    everything in tests/ (what .ci/run runs)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# checkov has many dependencies of its own: it lives in a separate environment.
+# checkov and vLLM each bring many dependencies of their own: separate environments.
 TOOLS := .venv-tools
+VLLM := .venv-vllm
+DEBIAN_PACKAGES := postgresql redis-server prometheus nodejs npm
 PYTEST_ARGS ?=
 
-.PHONY: local test bench docs venv clean
+.PHONY: local test bench docs venv system freeze-vllm clean
 
-venv: $(VENV)/.installed $(TOOLS)/.installed
+venv: system $(VENV)/.installed $(TOOLS)/.installed $(VLLM)/.installed
+
+system:
+	@scripts/ensure-debian-packages.sh $(DEBIAN_PACKAGES)
 
 # Reinstalled whenever the pins change; pip itself is pinned too.
 $(VENV)/.installed: pyproject.toml requirements.lock
@@ -20,7 +25,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || scripts/ensure-debian-packages.sh python3-venv
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check pip==25.3
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,deploy]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,deploy,gateway,local]'
 	touch $@
 
 $(TOOLS)/.installed: requirements-tools.lock
@@ -29,11 +34,17 @@ $(TOOLS)/.installed: requirements-tools.lock
 	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-tools.lock
 	touch $@
 
+# torch comes from PyTorch's CPU wheels (pip finds them through its configured
+# indexes or find-links; elsewhere set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu).
+$(VLLM)/.installed: requirements-vllm.lock
+	test -x $(VLLM)/bin/python || $(PYTHON) -m venv $(VLLM)
+	$(VLLM)/bin/python -m pip install --quiet --disable-pip-version-check pip==25.3
+	$(VLLM)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-vllm.lock
+	touch $@
+
 local: venv
-	$(BIN)/tenantry plan stacks/local.yaml
-	@echo
-	@echo "The plan above is what the local stack will run. Starting it (vLLM CPU engines, LiteLLM, PostgreSQL,"
-	@echo "Redis and Prometheus on 127.0.0.1) is not built yet: see the README's 'Status' section."
+	$(BIN)/tenantry local up stacks/local.yaml
+	$(BIN)/tenantry local smoke
 
 test: venv
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -41,10 +52,16 @@ test: venv
 bench: venv
 	$(BIN)/python benchmarks/plan_scale.py
 	$(BIN)/python benchmarks/render.py
+	$(BIN)/python benchmarks/local_up.py
 
 # Regenerate the README's spec reference after changing tenantry/spec/schema.py.
 docs: venv
 	$(BIN)/python -m tenantry.docs
 
+freeze-vllm:
+	$(VLLM)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec || true
+	{ head -3 requirements-vllm.lock; $(VLLM)/bin/pip freeze | grep -v '^-e'; } > requirements-vllm.lock.new
+	mv requirements-vllm.lock.new requirements-vllm.lock
+
 clean:
-	rm -rf $(VENV) $(TOOLS) .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(TOOLS) $(VLLM) .pytest_cache .hypothesis *.egg-info

@@ -167,7 +167,7 @@ GPU_TYPES: dict[str, GpuType] = {
             # The local stack's device: vLLM's CPU backend on the developer's
             # machine. Its memory is the budget tenantry gives one local engine
             # (weights plus VLLM_CPU_KVCACHE_SPACE), not a hardware figure.
-            "CPU", 4 * GIB, 0.0, 0.0, False, "none", (),
+            "CPU", 2 * GIB, 0.0, 0.0, False, "none", (),
             source="tenantry's budget for one local vLLM CPU engine",
         ),
     )

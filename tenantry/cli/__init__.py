@@ -40,6 +40,23 @@ def _parser() -> argparse.ArgumentParser:
     )
     render.add_argument("stack", metavar="STACK", help="a stack file or a stack name")
     render.add_argument("--out", required=True, metavar="DIR", help="directory for the manifests")
+
+    local = commands.add_parser("local", help="run the stack on this machine: real vLLM (CPU), LiteLLM, "
+                                "PostgreSQL, Redis and Prometheus on 127.0.0.1")
+    local_commands = local.add_subparsers(dest="local_command", required=True, metavar="ACTION")
+    up = local_commands.add_parser("up", help="start (or update) the local stack and wait until it is healthy")
+    up.add_argument("stack", nargs="?", default="local", metavar="STACK", help="stack name or file (default: local)")
+    local_commands.add_parser("status", help="each process: state, pid, port, health")
+    local_commands.add_parser("smoke", help="one request per tenant through the gateway, with its key")
+    down = local_commands.add_parser("down", help="stop what `up` started; keep data unless --purge")
+    down.add_argument("--purge", action="store_true", help="also delete the stack's data (not the model cache)")
+    log = local_commands.add_parser("logs", help="the last lines of one process's log")
+    log.add_argument("name", metavar="NAME", help="gateway, postgres, redis, prometheus, engine-<name>, supervisord")
+    log.add_argument("-n", "--lines", type=int, default=50)
+    for command in (up, local_commands.choices["status"], local_commands.choices["smoke"], down, log):
+        command.add_argument("--dir", metavar="DIR", help="state directory (default .local, or TENANTRY_LOCAL_DIR)")
+        command.add_argument("--port-base", type=int, metavar="PORT",
+                             help="first port (default 18100, or TENANTRY_LOCAL_PORT_BASE)")
     return parser
 
 
@@ -110,10 +127,70 @@ def _run_render(args: argparse.Namespace) -> int:
     return EXIT_FITS
 
 
+def _run_local(args: argparse.Namespace) -> int:
+    from tenantry.findings import PlanRefused
+    from tenantry.local import stack as local
+    from tenantry.local.layout import Layout, State
+
+    layout = Layout.from_environment(args.dir, args.port_base)
+    console = _stdout_console()
+    try:
+        if args.local_command == "up":
+            result = local.up(args.stack, layout, progress=lambda line: console.print(Text(line), soft_wrap=True))
+            _print_up(result, console)
+        elif args.local_command == "status":
+            rows = local.status(layout)
+            if not rows:
+                console.print(f"nothing running from {layout.root}")
+                return 1
+            for row in rows:
+                health = Text("healthy", style="green") if row.healthy else Text("unhealthy", style="red")
+                console.print(Text(f"{row.name:<22} {row.state:<10} pid {row.pid or '-':<8} port {row.port or '-':<6} ")
+                              + health)
+            return 0 if all(r.healthy for r in rows) else 1
+        elif args.local_command == "smoke":
+            results = local.smoke(layout)
+            for r in results:
+                mark = Text("✓ ", style="green") if r.status == 200 else Text("✗ ", style="red")
+                console.print(mark + Text(f"{r.tenant:<12} {r.model:<16} HTTP {r.status}  {r.seconds:5.2f} s  {r.detail}"),
+                              soft_wrap=True)
+            return 0 if all(r.status == 200 for r in results) else 1
+        elif args.local_command == "down":
+            if State.load(layout) is None and not args.purge:
+                console.print(f"nothing was started from {layout.root}")
+            local.down(layout, purge=args.purge, progress=console.print)
+        else:
+            print(local.logs(layout, args.name, args.lines))
+    except SpecError as error:
+        _print_spec_error(error, as_json=False)
+        return EXIT_INVALID_SPEC
+    except (local.LocalStackError, PlanRefused) as error:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(Text(str(error), style="red"))
+        return EXIT_DOES_NOT_FIT
+    return EXIT_FITS
+
+
+def _print_up(result: object, console: Console) -> None:
+    from tenantry.local.stack import UpResult
+
+    assert isinstance(result, UpResult)
+    console.print(Text(f"local stack {result.plan.stack} is up in {result.seconds:.0f} s", style="bold green"))
+    console.print(f"gateway: {result.gateway_url}/v1   (keys in .local/keys.json, mode 0600)")
+    for tenant in result.plan.tenants:
+        model = tenant.traffic[0].target
+        console.print(f"  {tenant.name:<12} {tenant.tier:<12} models: {', '.join(tenant.models + tenant.adapters)}")
+        console.print(Text(
+            f"    curl -s {result.gateway_url}/v1/chat/completions -H 'Authorization: Bearer {result.keys[tenant.name]}' "
+            f"-H 'Content-Type: application/json' -d '{{\"model\": \"{model}\", \"messages\": "
+            f"[{{\"role\": \"user\", \"content\": \"hello\"}}], \"max_tokens\": 16}}'", style="dim"), soft_wrap=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "render":
         return _run_render(args)
+    if args.command == "local":
+        return _run_local(args)
     return _run_plan(args)
 
 

@@ -29,13 +29,15 @@ from typing import Any
 
 MANAGED_BY = "tenantry"
 """Teams carrying metadata.managed_by = tenantry are the reconciler's; it leaves others alone."""
-TEAM_FIELDS = ("models", "tpm_limit", "rpm_limit", "max_parallel_requests", "max_budget", "budget_duration", "metadata")
+TEAM_FIELDS = ("models", "tpm_limit", "rpm_limit", "max_budget", "budget_duration", "metadata")
+KEY_FIELDS = ("max_parallel_requests",)
+"""LiteLLM keeps concurrency on keys, not teams: each tenant has one key."""
 
 
 @dataclass(frozen=True)
 class Action:
     verb: str
-    """create-team, update-team, create-key, unblock-key, block-key"""
+    """create-team, update-team, create-key, update-key, unblock-key, block-team-keys"""
     tenant: str
     body: dict[str, Any]
 
@@ -44,17 +46,20 @@ def plan_actions(
     desired: list[dict[str, Any]],
     teams: list[dict[str, Any]],
     keys: dict[str, str],
-    key_state: dict[str, str],
+    key_infos: dict[str, dict[str, Any] | None],
 ) -> list[Action]:
-    """What to change. `teams` are LiteLLM's current teams; `key_state` maps
-    each tenant's key to 'missing', 'active' or 'blocked'."""
+    """What to change. `teams` are LiteLLM's current teams; `key_infos` holds
+    each tenant key's info from LiteLLM, or None when it does not exist yet.
+    Each desired team carries its key's settings under `key`."""
     current = {t.get("team_alias"): t for t in teams}
     actions: list[Action] = []
-    for team in desired:
+    for wanted in desired:
+        team = {k: v for k, v in wanted.items() if k != "key"}
+        key_settings = wanted.get("key", {})
         tenant = team["team_alias"]
         existing = current.get(tenant)
         if existing is None:
-            actions.append(Action("create-team", tenant, dict(team)))
+            actions.append(Action("create-team", tenant, team))
         else:
             changed = {f: team[f] for f in TEAM_FIELDS if _differs(existing.get(f), team[f])}
             if changed:
@@ -62,12 +67,16 @@ def plan_actions(
         key = keys.get(tenant)
         if key is None:
             raise ValueError(f"no key for tenant {tenant}: the keys file must name every tenant")
-        state = key_state.get(tenant, "missing")
-        if state == "missing":
-            actions.append(Action("create-key", tenant, {"key": key, "key_alias": tenant,
+        info = key_infos.get(tenant)
+        if info is None:
+            actions.append(Action("create-key", tenant, {"key": key, "key_alias": tenant, **key_settings,
                                                          "metadata": {"managed_by": MANAGED_BY}}))
-        elif state == "blocked":
+            continue
+        if info.get("blocked"):
             actions.append(Action("unblock-key", tenant, {"key": key}))
+        changed = {f: key_settings[f] for f in KEY_FIELDS if f in key_settings and _differs(info.get(f), key_settings[f])}
+        if changed:
+            actions.append(Action("update-key", tenant, {"key": key, **changed}))
     wanted = {t["team_alias"] for t in desired}
     for alias, team in current.items():
         if alias not in wanted and (team.get("metadata") or {}).get("managed_by") == MANAGED_BY:
@@ -114,14 +123,14 @@ class LiteLLM:
     def teams(self) -> list[dict[str, Any]]:
         return list(self.call("GET", "/team/list") or [])
 
-    def key_state(self, key: str) -> str:
+    def key_info(self, key: str) -> dict[str, Any] | None:
         try:
             info = self.call("GET", f"/key/info?key={key}")
         except urllib.error.HTTPError as error:
             if error.code in (400, 404):
-                return "missing"
+                return None
             raise
-        return "blocked" if (info or {}).get("info", {}).get("blocked") else "active"
+        return (info or {}).get("info") or {}
 
     def apply(self, action: Action, team_ids: dict[str, str]) -> None:
         if action.verb == "create-team":
@@ -131,6 +140,8 @@ class LiteLLM:
             self.call("POST", "/team/update", action.body)
         elif action.verb == "create-key":
             self.call("POST", "/key/generate", {**action.body, "team_id": team_ids[action.tenant]})
+        elif action.verb == "update-key":
+            self.call("POST", "/key/update", action.body)
         elif action.verb == "unblock-key":
             self.call("POST", "/key/unblock", action.body)
         elif action.verb == "block-team-keys":
@@ -141,8 +152,8 @@ class LiteLLM:
 
 def reconcile(client: LiteLLM, desired: list[dict[str, Any]], keys: dict[str, str]) -> list[Action]:
     teams = client.teams()
-    state = {tenant: client.key_state(key) for tenant, key in keys.items()}
-    actions = plan_actions(desired, teams, keys, state)
+    infos = {tenant: client.key_info(key) for tenant, key in keys.items()}
+    actions = plan_actions(desired, teams, keys, infos)
     team_ids = {t.get("team_alias"): t.get("team_id") for t in teams}
     for action in actions:
         client.apply(action, team_ids)

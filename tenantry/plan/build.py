@@ -536,6 +536,7 @@ def _plan_tenant(spec: Spec, tenant: Tenant, mine: list[_Route], reserved: int) 
         namespace=f"tenant-{tenant.name}",
         models=tuple(tenant.models),
         adapters=tuple(tenant.adapters),
+        fallback_models=_fallback_closure(spec, tenant),
         tpm=tenant.tpm,
         rpm=tenant.rpm,
         max_concurrency=tenant.max_concurrency,
@@ -556,6 +557,23 @@ def _plan_tenant(spec: Spec, tenant: Tenant, mine: list[_Route], reserved: int) 
         quota_memory_bytes=int(tenant.namespace_quota.memory_gib * 2**30),
         quota_pods=tenant.namespace_quota.pods,
     )
+
+
+def _fallback_closure(spec: Spec, tenant: Tenant) -> tuple[str, ...]:
+    """Every engine reachable through fallbacks from the engines the tenant
+    calls (its adapters' base engines included), that it is not allowed already."""
+    to = {f.model: f.to for f in spec.gateway.fallbacks}
+    base_of = {a.name: e.name for e in spec.engines for a in e.adapters}
+    start = set(tenant.models) | {base_of[a] for a in tenant.adapters if a in base_of}
+    seen: list[str] = []
+    frontier = sorted(start)
+    while frontier:
+        engine = frontier.pop(0)
+        for target in to.get(engine, []):
+            if target not in start and target not in seen:
+                seen.append(target)
+                frontier.append(target)
+    return tuple(seen)
 
 
 def _plan_gateway(spec: Spec) -> GatewayPlan:

@@ -203,6 +203,9 @@ class TenantPlan:
     namespace: str
     models: tuple[str, ...]
     adapters: tuple[str, ...]
+    fallback_models: tuple[str, ...]
+    """Engines the gateway may fall back to from the tenant's models; the
+    tenant's key must be allowed them or LiteLLM skips the fallback."""
     tpm: int
     rpm: int
     max_concurrency: int

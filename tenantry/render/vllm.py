@@ -7,7 +7,9 @@ from tenantry.plan.model import EnginePlan
 PORT = 8000
 
 
-def vllm_args(engine: EnginePlan, *, model: str, adapter_dir: str, download_dir: str | None) -> list[str]:
+def vllm_args(
+    engine: EnginePlan, *, model: str, adapter_dir: str, download_dir: str | None, host: str = "0.0.0.0", port: int = PORT
+) -> list[str]:
     """Arguments after `python3 -m vllm.entrypoints.openai.api_server`.
 
     `model` is what vLLM loads (a Hugging Face repository, or a directory the
@@ -16,8 +18,8 @@ def vllm_args(engine: EnginePlan, *, model: str, adapter_dir: str, download_dir:
     args = [
         "--model", model,
         "--served-model-name", engine.name,
-        "--host", "0.0.0.0",
-        "--port", str(PORT),
+        "--host", host,
+        "--port", str(port),
         "--tensor-parallel-size", str(engine.tensor_parallel),
         "--max-model-len", str(engine.kv.max_context),
         "--gpu-memory-utilization", str(engine.gpu_memory_utilization),

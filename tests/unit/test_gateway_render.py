@@ -55,39 +55,46 @@ def test_desired_teams():
     teams = desired_teams(plan_stack("local"))
     acme = next(t for t in teams if t["team_alias"] == "acme")
     assert acme == {
-        "team_alias": "acme", "models": ["tiny", "acme-support"], "tpm_limit": 12000, "rpm_limit": 120,
-        "max_parallel_requests": 4, "max_budget": 5.0, "budget_duration": "1d",
+        "team_alias": "acme", "models": ["tiny", "acme-support", "micro"], "tpm_limit": 12000, "rpm_limit": 120,
+        "max_budget": 5.0, "budget_duration": "1d",
         "metadata": {"managed_by": MANAGED_BY, "tier": "guaranteed", "stack": "local"},
+        "key": {"max_parallel_requests": 4},
     }
 
 
-DESIRED = [{"team_alias": "a", "models": ["m"], "tpm_limit": 10, "rpm_limit": 1, "max_parallel_requests": 2,
-            "max_budget": 5.0, "budget_duration": "1d", "metadata": {"managed_by": MANAGED_BY, "tier": "spot"}}]
+DESIRED = [{"team_alias": "a", "models": ["m"], "tpm_limit": 10, "rpm_limit": 1,
+            "max_budget": 5.0, "budget_duration": "1d", "metadata": {"managed_by": MANAGED_BY, "tier": "spot"},
+            "key": {"max_parallel_requests": 2}}]
+TEAM = {k: v for k, v in DESIRED[0].items() if k != "key"}
+ACTIVE = {"a": {"blocked": None, "max_parallel_requests": 2}}
 
 
 def test_reconciler_creates_what_is_missing():
-    actions = plan_actions(DESIRED, teams=[], keys={"a": "sk-a"}, key_state={"a": "missing"})
+    actions = plan_actions(DESIRED, teams=[], keys={"a": "sk-a"}, key_infos={"a": None})
     assert [a.verb for a in actions] == ["create-team", "create-key"]
-    assert actions[1].body["key"] == "sk-a"
+    assert "key" not in actions[0].body
+    assert actions[1].body == {"key": "sk-a", "key_alias": "a", "max_parallel_requests": 2,
+                               "metadata": {"managed_by": MANAGED_BY}}
 
 
 def test_reconciler_changes_nothing_when_in_step():
-    current = [{**DESIRED[0], "team_id": "t1", "models": ["m"], "max_budget": 5}]
-    assert plan_actions(DESIRED, current, {"a": "sk-a"}, {"a": "active"}) == []
+    current = [{**TEAM, "team_id": "t1", "max_budget": 5, "metadata": {**TEAM["metadata"], "extra": 1}}]
+    assert plan_actions(DESIRED, current, {"a": "sk-a"}, ACTIVE) == []
 
 
 def test_reconciler_updates_only_what_differs_and_unblocks():
-    current = [{**DESIRED[0], "team_id": "t1", "tpm_limit": 99}]
-    actions = plan_actions(DESIRED, current, {"a": "sk-a"}, {"a": "blocked"})
+    current = [{**TEAM, "team_id": "t1", "tpm_limit": 99}]
+    actions = plan_actions(DESIRED, current, {"a": "sk-a"}, {"a": {"blocked": True, "max_parallel_requests": 9}})
     assert actions == [Action("update-team", "a", {"team_id": "t1", "tpm_limit": 10}),
-                       Action("unblock-key", "a", {"key": "sk-a"})]
+                       Action("unblock-key", "a", {"key": "sk-a"}),
+                       Action("update-key", "a", {"key": "sk-a", "max_parallel_requests": 2})]
 
 
 def test_reconciler_blocks_keys_of_removed_tenants_but_not_foreign_teams():
-    current = [{**DESIRED[0], "team_id": "t1"},
+    current = [{**TEAM, "team_id": "t1"},
                {"team_alias": "gone", "team_id": "t2", "metadata": {"managed_by": MANAGED_BY}},
                {"team_alias": "someone-else", "team_id": "t3", "metadata": {}}]
-    actions = plan_actions(DESIRED, current, {"a": "sk-a"}, {"a": "active"})
+    actions = plan_actions(DESIRED, current, {"a": "sk-a"}, ACTIVE)
     assert actions == [Action("block-team-keys", "gone", {"team_id": "t2"})]
 
 

@@ -81,6 +81,8 @@ def test_local_stack_has_one_tenant_per_tier_and_adapters():
     assert tiny.lora.enabled and tiny.lora.max_loras == 1 and tiny.lora.max_lora_rank == 8
     assert p.gateway.fallbacks[0].model == "tiny" and p.gateway.fallbacks[0].to == ("micro",)
     assert p.tenant("acme").cache_salt == "tenant-acme" and p.tenant("initech").cache_salt is None
+    # tiny falls back to micro, so every tenant calling tiny (or its adapters) may reach micro.
+    assert p.tenant("acme").fallback_models == ("micro",) and p.tenant("globex").fallback_models == ()
 
 
 def test_require_fit_stops_consumers_of_a_plan_that_does_not_fit():

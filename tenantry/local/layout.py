@@ -1,0 +1,126 @@
+"""Where the local stack keeps things and which ports it listens on.
+
+Everything lives under one directory (.local/ by default, or
+TENANTRY_LOCAL_DIR); models are built once into a shared cache. Every server
+listens on 127.0.0.1 only, on ports counted from a base (18100 by default,
+or TENANTRY_LOCAL_PORT_BASE), so two stacks (a developer's and the tests')
+can run side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tenantry.plan.model import Plan
+
+REPO = Path(__file__).resolve().parent.parent.parent
+DEFAULT_DIR = REPO / ".local"
+DEFAULT_PORT_BASE = 18100
+HOST = "127.0.0.1"
+VLLM_VENV = Path(os.environ.get("TENANTRY_VLLM_VENV", REPO / ".venv-vllm"))
+
+
+@dataclass(frozen=True)
+class Ports:
+    gateway: int
+    postgres: int
+    redis: int
+    prometheus: int
+    engines: dict[str, int]
+    supervisor: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+    port_base: int
+
+    @classmethod
+    def from_environment(cls, root: str | Path | None = None, port_base: int | None = None) -> Layout:
+        directory = Path(root or os.environ.get("TENANTRY_LOCAL_DIR") or DEFAULT_DIR).resolve()
+        base = port_base or int(os.environ.get("TENANTRY_LOCAL_PORT_BASE", DEFAULT_PORT_BASE))
+        return cls(directory, base)
+
+    def ports(self, plan: Plan) -> Ports:
+        """Fixed offsets from the base; engines in spec order from base + 10."""
+        return Ports(
+            gateway=self.port_base,
+            postgres=self.port_base + 1,
+            redis=self.port_base + 2,
+            prometheus=self.port_base + 3,
+            supervisor=self.port_base + 4,
+            engines={e.name: self.port_base + 10 + i for i, e in enumerate(plan.engines)},
+        )
+
+    @property
+    def models(self) -> Path:
+        # Shared by every local directory: a model is the same whichever stack runs it.
+        return Path(os.environ.get("TENANTRY_MODEL_CACHE", DEFAULT_DIR / "models"))
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def postgres_data(self) -> Path:
+        return self.root / "postgres"
+
+    @property
+    def gateway(self) -> Path:
+        return self.root / "gateway"
+
+    @property
+    def prometheus(self) -> Path:
+        return self.root / "prometheus"
+
+    @property
+    def redis(self) -> Path:
+        return self.root / "redis"
+
+    @property
+    def secrets(self) -> Path:
+        return self.root / "secrets"
+
+    @property
+    def keys_file(self) -> Path:
+        return self.root / "keys.json"
+
+    @property
+    def supervisor_conf(self) -> Path:
+        return self.root / "supervisord.conf"
+
+    @property
+    def supervisor_pid(self) -> Path:
+        return self.run / "supervisord.pid"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+
+@dataclass(frozen=True)
+class State:
+    """What `local up` started, for `status`, `down` and `logs`."""
+
+    stack: str
+    spec: str
+    port_base: int
+    ports: dict[str, int]
+    gateway_digest: str = ""
+    """Digest of the gateway's config and environment: restart it only when this changes."""
+
+    def save(self, layout: Layout) -> None:
+        layout.state_file.write_text(json.dumps(asdict(self), indent=2, sort_keys=True), encoding="utf-8")
+
+    @classmethod
+    def load(cls, layout: Layout) -> State | None:
+        if not layout.state_file.exists():
+            return None
+        return cls(**json.loads(layout.state_file.read_text(encoding="utf-8")))

@@ -1,0 +1,156 @@
+"""Configuration of the local stack's processes, rendered from the Plan: the
+supervisor that runs them, Redis, Prometheus (the same scrape targets as on
+Kubernetes), and the gateway (the same LiteLLM config and plugin)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports
+from tenantry.local.models import BuiltModel
+from tenantry.plan.model import EnginePlan, Plan
+from tenantry.render.litellm import litellm_config, tenant_policy_settings
+from tenantry.render.vllm import vllm_args, vllm_env
+
+GATEWAY_SOURCES = Path(__file__).resolve().parent.parent / "gateway"
+POSTGRES_BIN = Path(os.environ.get("TENANTRY_POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
+VENV_BIN = Path(sys.executable).parent
+
+# Where each Debian package puts what the stack needs; `make local` installs them.
+SYSTEM_PROGRAMS = {
+    "postgres": (POSTGRES_BIN / "postgres", "postgresql"),
+    "initdb": (POSTGRES_BIN / "initdb", "postgresql"),
+    "psql": (Path("/usr/bin/psql"), "postgresql-client"),
+    "redis-server": (Path("/usr/bin/redis-server"), "redis-server"),
+    "prometheus": (Path("/usr/bin/prometheus"), "prometheus"),
+    "node": (Path("/usr/bin/node"), "nodejs"),
+}
+
+
+def engine_program(engine: EnginePlan, built: BuiltModel, port: int) -> tuple[str, dict[str, str]]:
+    args = vllm_args(engine, model=str(built.model_dir), adapter_dir=str(built.adapter_dir), download_dir=None,
+                     host=HOST, port=port)
+    env = {
+        **vllm_env(engine),
+        "LOGNAME": os.environ.get("LOGNAME", "tenantry"),
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        # Two engines share two cores: one OpenMP thread each, unpinned, leaves
+        # room for the API servers, LiteLLM and the databases.
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        "OMP_NUM_THREADS": "1",
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "false",
+    }
+    command = " ".join(shlex.quote(a) for a in [str(VLLM_VENV / "bin" / "python"), "-m",
+                                                 "vllm.entrypoints.openai.api_server", *args])
+    return command, env
+
+
+def gateway_files(plan: Plan, layout: Layout, ports: Ports) -> None:
+    """The same three files the Kubernetes gateway mounts from its ConfigMap."""
+    layout.gateway.mkdir(parents=True, exist_ok=True)
+
+    def api_base(engine: EnginePlan) -> str:
+        return f"http://{HOST}:{ports.engines[engine.name]}/v1"
+
+    config = litellm_config(plan, api_base)
+    # Spend reaches PostgreSQL every few seconds rather than every minute, so
+    # a budget bites promptly on a stack this small.
+    config["general_settings"]["proxy_batch_write_at"] = 2
+    (layout.gateway / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    (layout.gateway / "tenant-policy.json").write_text(
+        json.dumps(tenant_policy_settings(plan), indent=2, sort_keys=True), encoding="utf-8")
+    shutil.copyfile(GATEWAY_SOURCES / "tenant_policy.py", layout.gateway / "tenant_policy.py")
+
+
+def redis_conf(layout: Layout, ports: Ports, password: str) -> Path:
+    layout.redis.mkdir(parents=True, exist_ok=True)
+    path = layout.redis / "redis.conf"
+    path.write_text(
+        f"bind {HOST}\nport {ports.redis}\nrequirepass {password}\nsave \"\"\nappendonly no\n"
+        f"dir {layout.redis}\nmaxmemory 256mb\nmaxmemory-policy volatile-lru\nprotected-mode yes\n",
+        encoding="utf-8",
+    )
+    path.chmod(0o600)
+    return path
+
+
+def prometheus_yml(plan: Plan, layout: Layout, ports: Ports, master_key_file: Path) -> Path:
+    """Jobs named as on Kubernetes: one per engine Service, and the gateway's
+    /metrics/ behind its master key."""
+    layout.prometheus.mkdir(parents=True, exist_ok=True)
+    scrape = [
+        {"job_name": e.name, "metrics_path": "/metrics",
+         "static_configs": [{"targets": [f"{HOST}:{ports.engines[e.name]}"], "labels": {"engine": e.name}}]}
+        for e in plan.engines
+    ]
+    scrape.append({"job_name": "tenantry-gateway", "metrics_path": "/metrics/",
+                   "authorization": {"type": "Bearer", "credentials_file": str(master_key_file)},
+                   "static_configs": [{"targets": [f"{HOST}:{ports.gateway}"]}]})
+    config = {"global": {"scrape_interval": "5s", "evaluation_interval": "5s"}, "scrape_configs": scrape}
+    path = layout.prometheus / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def supervisor_conf(
+    plan: Plan, layout: Layout, ports: Ports, built: dict[str, BuiltModel], gateway_env: dict[str, str],
+    run_as: str | None,
+) -> Path:
+    """supervisord runs every process; the gateway waits (autostart off) until
+    the database is migrated."""
+    sock = layout.run / "supervisor.sock"
+    sections = [
+        ("unix_http_server", {"file": str(sock), "chmod": "0700"}),
+        ("supervisord", {"logfile": str(layout.logs / "supervisord.log"), "pidfile": str(layout.supervisor_pid),
+                         "childlogdir": str(layout.logs), "directory": str(layout.root), "identifier": f"tenantry-{plan.stack}"}),
+        ("rpcinterface:supervisor", {"supervisor.rpcinterface_factory": "supervisor.rpcinterface:make_main_rpcinterface"}),
+        ("supervisorctl", {"serverurl": f"unix://{sock}"}),
+    ]
+
+    def program(name: str, command: str, env: dict[str, str] | None = None, autostart: bool = True,
+                stopsignal: str = "TERM", user: str | None = None, startsecs: int = 2) -> None:
+        options = {
+            "command": command, "autostart": str(autostart).lower(), "autorestart": "unexpected",
+            "startsecs": str(startsecs), "stopsignal": stopsignal, "stopwaitsecs": "30",
+            "stopasgroup": "true", "killasgroup": "true", "redirect_stderr": "true",
+            "stdout_logfile": str(layout.logs / f"{name}.log"), "stdout_logfile_maxbytes": "20MB",
+            "stdout_logfile_backups": "2", "directory": str(layout.root),
+        }
+        if env:
+            # supervisor interpolates %(...)s in its config: a literal % is written %%.
+            options["environment"] = ",".join(f'{k}="{v.replace("%", "%%")}"' for k, v in sorted(env.items()))
+        if user:
+            options["user"] = user
+        sections.append((f"program:{name}", options))
+
+    postgres = POSTGRES_BIN / "postgres"
+    program("postgres", f"{postgres} -D {layout.postgres_data} -p {ports.postgres} -k {layout.run} "
+                        f"-c listen_addresses={HOST} -c max_connections=200",
+            stopsignal="INT", user=run_as)
+    program("redis", f"/usr/bin/redis-server {layout.redis / 'redis.conf'}")
+    program("prometheus", f"/usr/bin/prometheus --config.file={layout.prometheus / 'prometheus.yml'} "
+                          f"--storage.tsdb.path={layout.prometheus / 'data'} --web.listen-address={HOST}:{ports.prometheus} "
+                          "--storage.tsdb.retention.time=2d")
+    for engine in plan.engines:
+        command, env = engine_program(engine, built[engine.name], ports.engines[engine.name])
+        program(f"engine-{engine.name}", command, env, startsecs=5)
+    litellm = VENV_BIN / "litellm"
+    program("gateway", f"{litellm} --config {layout.gateway / 'config.yaml'} --host {HOST} --port {ports.gateway} "
+                       "--num_workers 1", gateway_env, autostart=False, startsecs=5)
+
+    lines = []
+    for section, options in sections:
+        lines.append(f"[{section}]")
+        lines += [f"{k}={v}" for k, v in options.items()]
+        lines.append("")
+    layout.supervisor_conf.write_text("\n".join(lines), encoding="utf-8")
+    layout.supervisor_conf.chmod(0o600)  # the gateway's environment holds secrets
+    return layout.supervisor_conf

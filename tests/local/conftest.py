@@ -1,0 +1,80 @@
+"""A real local stack for the integration tests: vLLM (CPU), LiteLLM in
+database mode, PostgreSQL, Redis and Prometheus, started once per session in
+a directory of its own and on ports of its own (so a developer's stack keeps
+running), and stopped at the end by the same `down` users run."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tenantry.local import stack as local
+from tenantry.local.layout import DEFAULT_DIR, Layout
+from tenantry.local.stack import UpResult
+
+SPEC = Path(__file__).resolve().parent / "stack.yaml"
+PORT_BASE = int(os.environ.get("TENANTRY_TEST_PORT_BASE", "19100"))
+
+
+@dataclass
+class RunningStack:
+    layout: Layout
+    up: UpResult
+    master_key: str
+
+    @property
+    def url(self) -> str:
+        return self.up.gateway_url
+
+    def key(self, tenant: str) -> str:
+        return self.up.keys[tenant]
+
+    def client(self, tenant: str | None = None, timeout: float = 120) -> httpx.Client:
+        token = self.key(tenant) if tenant else self.master_key
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
+
+    def engine_url(self, engine: str) -> str:
+        return f"http://127.0.0.1:{self.up.ports.engines[engine]}"
+
+    def prometheus(self, query: str) -> list[dict]:
+        answer = httpx.get(f"http://127.0.0.1:{self.up.ports.prometheus}/api/v1/query", params={"query": query},
+                           timeout=10).json()
+        return answer["data"]["result"]
+
+
+@pytest.fixture(scope="session")
+def stack() -> RunningStack:
+    # Under the repository, not pytest's private temp dir: as root, PostgreSQL
+    # runs as the postgres user, who must be able to reach its data.
+    root = DEFAULT_DIR / "test-stack"
+    if root.exists():
+        local.down(Layout.from_environment(root, PORT_BASE), purge=True, progress=lambda _: None)
+    layout = Layout.from_environment(root, PORT_BASE)
+    lines: list[str] = []
+    try:
+        result = local.up(str(SPEC), layout, progress=lines.append)
+    except local.LocalStackError as error:
+        local.down(layout, progress=lines.append)
+        pytest.fail(f"the local stack did not start: {error}\n" + "\n".join(lines))
+    running = RunningStack(layout, result, (layout.secrets / "master-key").read_text().strip())
+    yield running
+    leftover = local.down(layout, purge=True, progress=lines.append)
+    assert leftover == [], f"processes survived supervisor's shutdown and were killed: {leftover}"
+
+
+def chat(client: httpx.Client, model: str, content: str = "hello", max_tokens: int = 8, **extra) -> httpx.Response:
+    return client.post("/v1/chat/completions", json={"model": model, "messages": [{"role": "user", "content": content}],
+                                                      "max_tokens": max_tokens, **extra})
+
+
+def stream_text(response: httpx.Response) -> list[dict]:
+    chunks = []
+    for line in response.iter_lines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            chunks.append(json.loads(line[6:]))
+    return chunks

@@ -1,0 +1,87 @@
+"""What `tenantry local up` says before it starts anything, and the pieces it
+renders from the Plan (no processes here; tests/local runs the real stack)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import yaml
+
+from tenantry.local import services
+from tenantry.local.layout import Layout
+from tenantry.local.models import BuiltModel, job_for
+from tenantry.local.stack import preflight, process_alive
+from tenantry.stacks import plan_stack
+
+
+def test_a_port_in_use_is_named_with_the_fix(tmp_path):
+    plan = plan_stack("local")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        layout = Layout(tmp_path, port)  # the gateway's port is the base
+        problems = preflight(plan, layout, layout.ports(plan))
+    assert any(f"port {port} (gateway) is already in use" in p and "--port-base" in p for p in problems), problems
+
+
+def test_a_missing_system_program_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(services.SYSTEM_PROGRAMS, "redis-server", (Path("/nonexistent/redis-server"), "redis-server"))
+    plan = plan_stack("local")
+    layout = Layout(tmp_path, 29100)
+    problems = preflight(plan, layout, layout.ports(plan))
+    assert any("redis-server is missing" in p and "make local" in p and "apt-get install redis-server" in p
+               for p in problems), problems
+
+
+def test_model_recipes_follow_the_catalog_and_the_adapters(tmp_path):
+    tiny = plan_stack("local").engine("tiny")
+    job = job_for(tiny, tmp_path)
+    assert job["architecture"]["layers"] == 2 and job["architecture"]["total_parameters"] == 2_229_504
+    assert [a["name"] for a in job["adapters"]] == ["acme-support", "globex-legal"]
+    assert job == job_for(tiny, tmp_path)  # deterministic: same recipe, same folder
+    changed = plan_stack("h100x8-shared-70b").engine("llama-70b")
+    try:
+        job_for(changed, tmp_path)
+    except Exception as error:  # noqa: BLE001 - the message is what matters
+        assert "builds only the catalog's local models" in str(error)
+    else:
+        raise AssertionError("a Hub model must not be built locally")
+
+
+def test_supervisor_runs_every_engine_with_the_plans_arguments(tmp_path):
+    plan = plan_stack("local")
+    layout = Layout(tmp_path, 29100)
+    ports = layout.ports(plan)
+    built = {e.name: BuiltModel(e.name, tmp_path / e.name / "model", tmp_path / e.name / "adapters") for e in plan.engines}
+    conf = services.supervisor_conf(plan, layout, ports, built, {"SECRET": "50%"}, run_as=None).read_text()
+    assert "[program:engine-tiny]" in conf and "[program:engine-micro]" in conf and "[program:gateway]" in conf
+    assert "--max-num-seqs 8" in conf and "--max-loras 1" in conf and "--host 127.0.0.1" in conf
+    assert 'SECRET="50%%"' in conf  # supervisor would read a bare % as interpolation
+    assert (tmp_path / "supervisord.conf").stat().st_mode & 0o077 == 0
+
+
+def test_prometheus_scrapes_the_same_jobs_as_on_kubernetes(tmp_path):
+    plan = plan_stack("local")
+    layout = Layout(tmp_path, 29100)
+    config = yaml.safe_load(services.prometheus_yml(plan, layout, layout.ports(plan), tmp_path / "key").read_text())
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+    assert set(jobs) == {"tiny", "micro", "tenantry-gateway"}
+    assert jobs["tenantry-gateway"]["metrics_path"] == "/metrics/"
+    assert jobs["tenantry-gateway"]["authorization"]["credentials_file"] == str(tmp_path / "key")
+
+
+def test_zombies_count_as_gone():
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])
+    assert process_alive(child.pid)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and process_alive(child.pid):
+        time.sleep(0.05)  # exited but not reaped yet: a zombie, which must count as gone
+    assert not process_alive(child.pid)
+    child.wait()
+    assert not process_alive(999_999_999)
