@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Installs whichever of the Debian packages named as arguments are missing.
+# An argument package:command is satisfied by the command being on PATH too
+# (Node.js from NodeSource brings npm without Debian's npm package).
 # Safe to run twice: installed packages are left alone and apt is not touched.
 set -euo pipefail
 missing=()
-for pkg in "$@"; do
+for arg in "$@"; do
+  pkg=${arg%%:*}
+  cmd=${arg#*:}
+  if [ "$cmd" != "$arg" ] && command -v "$cmd" >/dev/null 2>&1; then
+    continue
+  fi
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
