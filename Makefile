@@ -53,6 +53,7 @@ bench: venv
 	$(BIN)/python benchmarks/plan_scale.py
 	$(BIN)/python benchmarks/render.py
 	$(BIN)/python benchmarks/local_up.py
+	$(BIN)/python benchmarks/gateway_policy.py
 
 # Regenerate the README's spec reference after changing tenantry/spec/schema.py.
 docs: venv

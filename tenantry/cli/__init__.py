@@ -46,12 +46,14 @@ def _parser() -> argparse.ArgumentParser:
     local_commands = local.add_subparsers(dest="local_command", required=True, metavar="ACTION")
     up = local_commands.add_parser("up", help="start (or update) the local stack and wait until it is healthy")
     up.add_argument("stack", nargs="?", default="local", metavar="STACK", help="stack name or file (default: local)")
+    up.add_argument("--log-requests", action="store_true",
+                    help="engines log each request as they received it (priority, cache_salt): for debugging")
     local_commands.add_parser("status", help="each process: state, pid, port, health")
     local_commands.add_parser("smoke", help="one request per tenant through the gateway, with its key")
     down = local_commands.add_parser("down", help="stop what `up` started; keep data unless --purge")
     down.add_argument("--purge", action="store_true", help="also delete the stack's data (not the model cache)")
     log = local_commands.add_parser("logs", help="the last lines of one process's log")
-    log.add_argument("name", metavar="NAME", help="gateway, postgres, redis, prometheus, engine-<name>, supervisord")
+    log.add_argument("name", metavar="NAME", help="gateway-<n>, engine-<name>, postgres, redis, prometheus, supervisord")
     log.add_argument("-n", "--lines", type=int, default=50)
     for command in (up, local_commands.choices["status"], local_commands.choices["smoke"], down, log):
         command.add_argument("--dir", metavar="DIR", help="state directory (default .local, or TENANTRY_LOCAL_DIR)")
@@ -136,7 +138,8 @@ def _run_local(args: argparse.Namespace) -> int:
     console = _stdout_console()
     try:
         if args.local_command == "up":
-            result = local.up(args.stack, layout, progress=lambda line: console.print(Text(line), soft_wrap=True))
+            result = local.up(args.stack, layout, progress=lambda line: console.print(Text(line), soft_wrap=True),
+                              log_requests=args.log_requests)
             _print_up(result, console)
         elif args.local_command == "status":
             rows = local.status(layout)

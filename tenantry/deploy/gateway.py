@@ -60,6 +60,8 @@ class GatewayArgs:
     redis_port: int
     redis_password: pulumi.Output[str]
     tenant_keys: dict[str, pulumi.Output[str]]
+    prometheus_url: str
+    """Where the tenant-policy plugin reads the engines' live load."""
 
 
 class Gateway(pulumi.ComponentResource):
@@ -90,7 +92,8 @@ class Gateway(pulumi.ComponentResource):
 
         config = {
             "config.yaml": yaml.safe_dump(litellm_config(plan, api_base), sort_keys=False),
-            "tenant-policy.json": json.dumps(tenant_policy_settings(plan), indent=2, sort_keys=True),
+            "tenant-policy.json": json.dumps(tenant_policy_settings(plan, prometheus_url=args.prometheus_url),
+                                             indent=2, sort_keys=True),
             "tenant_policy.py": (GATEWAY_DIR / "tenant_policy.py").read_text(encoding="utf-8"),
         }
         config_digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]

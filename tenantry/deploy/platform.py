@@ -88,6 +88,8 @@ class Platform(pulumi.ComponentResource):
                 database_url=postgres.database_url,
                 redis_host=redis.host, redis_port=redis_mod.PORT, redis_password=redis.password.result,
                 tenant_keys=keys,
+                # The chart's Prometheus Service, named from its release.
+                prometheus_url=f"http://kube-prometheus-stack-prometheus.{observability.namespace}.svc:9090",
             ),
             in_namespace,
         )

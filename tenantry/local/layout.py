@@ -25,12 +25,16 @@ VLLM_VENV = Path(os.environ.get("TENANTRY_VLLM_VENV", REPO / ".venv-vllm"))
 
 @dataclass(frozen=True)
 class Ports:
-    gateway: int
+    gateways: list[int]
+    """One per gateway replica: the spec's gateway.replicas LiteLLM processes share Redis and PostgreSQL."""
     postgres: int
     redis: int
     prometheus: int
     engines: dict[str, int]
-    supervisor: int
+
+    @property
+    def gateway(self) -> int:
+        return self.gateways[0]
 
 
 @dataclass(frozen=True)
@@ -45,13 +49,13 @@ class Layout:
         return cls(directory, base)
 
     def ports(self, plan: Plan) -> Ports:
-        """Fixed offsets from the base; engines in spec order from base + 10."""
+        """Fixed offsets from the base: gateway replicas at +0, +5..+9; engines in
+        spec order from +10."""
         return Ports(
-            gateway=self.port_base,
+            gateways=[self.port_base] + [self.port_base + 4 + i for i in range(1, plan.gateway.replicas)],
             postgres=self.port_base + 1,
             redis=self.port_base + 2,
             prometheus=self.port_base + 3,
-            supervisor=self.port_base + 4,
             engines={e.name: self.port_base + 10 + i for i, e in enumerate(plan.engines)},
         )
 

@@ -34,9 +34,31 @@ SYSTEM_PROGRAMS = {
 }
 
 
-def engine_program(engine: EnginePlan, built: BuiltModel, port: int) -> tuple[str, dict[str, str]]:
+# vLLM logs each request's JSON body as it parsed it (priority, cache_salt) at
+# DEBUG. VLLM_LOGGING_LEVEL=DEBUG would also log two lines per engine step and
+# starve two cores; this config turns DEBUG on for the request logger alone.
+REQUEST_LOGGING_CONFIG = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"vllm": {"()": "vllm.logging_utils.NewLineFormatter", "datefmt": "%m-%d %H:%M:%S",
+                            "format": "(%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s "
+                                      "[%(fileinfo)s:%(lineno)d] %(message)s"}},
+    "handlers": {"vllm": {"class": "logging.StreamHandler", "formatter": "vllm", "level": "DEBUG",
+                          "stream": "ext://sys.stdout"}},
+    "loggers": {
+        "vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False},
+        "vllm.entrypoints.serve.utils.request_logger": {"level": "DEBUG"},
+    },
+}
+
+
+def engine_program(
+    engine: EnginePlan, built: BuiltModel, port: int, request_logging_config: Path | None = None
+) -> tuple[str, dict[str, str]]:
     args = vllm_args(engine, model=str(built.model_dir), adapter_dir=str(built.adapter_dir), download_dir=None,
                      host=HOST, port=port)
+    if request_logging_config:
+        args += ["--enable-log-requests", "--max-log-len", "4000"]
     env = {
         **vllm_env(engine),
         "LOGNAME": os.environ.get("LOGNAME", "tenantry"),
@@ -47,6 +69,7 @@ def engine_program(engine: EnginePlan, built: BuiltModel, port: int) -> tuple[st
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "OMP_NUM_THREADS": "1",
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "false",
+        **({"VLLM_LOGGING_CONFIG_PATH": str(request_logging_config)} if request_logging_config else {}),
     }
     command = " ".join(shlex.quote(a) for a in [str(VLLM_VENV / "bin" / "python"), "-m",
                                                  "vllm.entrypoints.openai.api_server", *args])
@@ -65,8 +88,9 @@ def gateway_files(plan: Plan, layout: Layout, ports: Ports) -> None:
     # a budget bites promptly on a stack this small.
     config["general_settings"]["proxy_batch_write_at"] = 2
     (layout.gateway / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    metrics_urls = {e.name: [f"http://{HOST}:{ports.engines[e.name]}/metrics"] for e in plan.engines}
     (layout.gateway / "tenant-policy.json").write_text(
-        json.dumps(tenant_policy_settings(plan), indent=2, sort_keys=True), encoding="utf-8")
+        json.dumps(tenant_policy_settings(plan, metrics_urls=metrics_urls), indent=2, sort_keys=True), encoding="utf-8")
     shutil.copyfile(GATEWAY_SOURCES / "tenant_policy.py", layout.gateway / "tenant_policy.py")
 
 
@@ -93,7 +117,7 @@ def prometheus_yml(plan: Plan, layout: Layout, ports: Ports, master_key_file: Pa
     ]
     scrape.append({"job_name": "tenantry-gateway", "metrics_path": "/metrics/",
                    "authorization": {"type": "Bearer", "credentials_file": str(master_key_file)},
-                   "static_configs": [{"targets": [f"{HOST}:{ports.gateway}"]}]})
+                   "static_configs": [{"targets": [f"{HOST}:{port}" for port in ports.gateways]}]})
     config = {"global": {"scrape_interval": "5s", "evaluation_interval": "5s"}, "scrape_configs": scrape}
     path = layout.prometheus / "prometheus.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
@@ -102,7 +126,7 @@ def prometheus_yml(plan: Plan, layout: Layout, ports: Ports, master_key_file: Pa
 
 def supervisor_conf(
     plan: Plan, layout: Layout, ports: Ports, built: dict[str, BuiltModel], gateway_env: dict[str, str],
-    run_as: str | None,
+    run_as: str | None, log_requests: bool = False,
 ) -> Path:
     """supervisord runs every process; the gateway waits (autostart off) until
     the database is migrated."""
@@ -139,12 +163,17 @@ def supervisor_conf(
     program("prometheus", f"/usr/bin/prometheus --config.file={layout.prometheus / 'prometheus.yml'} "
                           f"--storage.tsdb.path={layout.prometheus / 'data'} --web.listen-address={HOST}:{ports.prometheus} "
                           "--storage.tsdb.retention.time=2d")
+    request_logging_config = None
+    if log_requests:
+        request_logging_config = layout.run / "vllm-logging.json"
+        request_logging_config.write_text(json.dumps(REQUEST_LOGGING_CONFIG, indent=2), encoding="utf-8")
     for engine in plan.engines:
-        command, env = engine_program(engine, built[engine.name], ports.engines[engine.name])
+        command, env = engine_program(engine, built[engine.name], ports.engines[engine.name], request_logging_config)
         program(f"engine-{engine.name}", command, env, startsecs=5)
     litellm = VENV_BIN / "litellm"
-    program("gateway", f"{litellm} --config {layout.gateway / 'config.yaml'} --host {HOST} --port {ports.gateway} "
-                       "--num_workers 1", gateway_env, autostart=False, startsecs=5)
+    for replica, port in enumerate(ports.gateways):
+        program(f"gateway-{replica}", f"{litellm} --config {layout.gateway / 'config.yaml'} --host {HOST} --port {port} "
+                                      "--num_workers 1", gateway_env, autostart=False, startsecs=5)
 
     lines = []
     for section, options in sections:

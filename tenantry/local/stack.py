@@ -25,6 +25,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tenantry.gateway.reconciler import LiteLLM, reconcile
 from tenantry.local import models, services
@@ -32,6 +33,9 @@ from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports, State
 from tenantry.plan.model import Plan
 from tenantry.render.teams import desired_teams
 from tenantry.stacks import plan_stack, require_fit, stack_path
+
+if TYPE_CHECKING:
+    from tenantry.local.prisma import BridgePaths
 
 Progress = Callable[[str], None]
 SUPERVISORCTL = Path(sys.executable).parent / "supervisorctl"
@@ -91,6 +95,24 @@ def _secret(layout: Layout, name: str, prefix: str = "") -> str:
     return path.read_text(encoding="utf-8").strip()
 
 
+def gateway_environment(layout: Layout, ports: Ports, prisma_paths: BridgePaths) -> dict[str, str]:
+    """What every LiteLLM process of the stack runs with: the stack's secrets,
+    its database and Redis, the tenant-policy settings and the Prisma bridge."""
+    from tenantry.local import prisma
+
+    return {
+        "LITELLM_MASTER_KEY": _secret(layout, "master-key", prefix="sk-"),
+        "DATABASE_URL": f"postgresql://litellm:{_secret(layout, 'postgres-password')}@{HOST}:{ports.postgres}/litellm",
+        "REDIS_HOST": HOST,
+        "REDIS_PORT": str(ports.redis),
+        "REDIS_PASSWORD": _secret(layout, "redis-password"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TENANTRY_POLICY_FILE": str(layout.gateway / "tenant-policy.json"),
+        "HOME": str(layout.root),
+        **prisma.environment(prisma_paths),
+    }
+
+
 def _run_as() -> str | None:
     """PostgreSQL refuses to run as root; as root, run it as the postgres user."""
     if os.geteuid() != 0:
@@ -141,7 +163,7 @@ def preflight(plan: Plan, layout: Layout, ports: Ports) -> list[str]:
     if not SUPERVISORD.exists():
         problems.append("supervisord is missing from the virtual environment: run `make local`")
     if supervisor_running(layout) is None:
-        named = {"gateway": ports.gateway, "postgres": ports.postgres, "redis": ports.redis,
+        named = {**{f"gateway-{i}": p for i, p in enumerate(ports.gateways)}, "postgres": ports.postgres, "redis": ports.redis,
                  "prometheus": ports.prometheus, **{f"engine {n}": p for n, p in ports.engines.items()}}
         for what, port in named.items():
             if _port_open(port):
@@ -209,12 +231,15 @@ class UpResult:
     plan: Plan
     ports: Ports
     gateway_url: str
+    gateway_urls: list[str]
     keys: dict[str, str]
     seconds: float
     changes: int
 
 
-def up(stack: str, layout: Layout, progress: Progress = print) -> UpResult:
+def up(stack: str, layout: Layout, progress: Progress = print, log_requests: bool = False) -> UpResult:
+    """Start (or update) the stack. `log_requests` makes the engines log every
+    request body as they parsed it: what the tests read to see what reached vLLM."""
     started = time.monotonic()
     path = stack_path(stack)
     plan = require_fit(plan_stack(path))
@@ -256,23 +281,14 @@ def up(stack: str, layout: Layout, progress: Progress = print) -> UpResult:
         prisma_paths = prisma.install(layout.root / "prisma")
     except prisma.PrismaBridgeError as error:
         raise LocalStackError(str(error)) from None
-    database_url = f"postgresql://litellm:{postgres_password}@{HOST}:{ports.postgres}/litellm"
-    gateway_env = {
-        "LITELLM_MASTER_KEY": master_key,
-        "DATABASE_URL": database_url,
-        "REDIS_HOST": HOST,
-        "REDIS_PORT": str(ports.redis),
-        "REDIS_PASSWORD": redis_password,
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "TENANTRY_POLICY_FILE": str(layout.gateway / "tenant-policy.json"),
-        "HOME": str(layout.root),
-        **prisma.environment(prisma_paths),
-    }
-    services.supervisor_conf(plan, layout, ports, built, gateway_env, run_as)
+    gateway_env = gateway_environment(layout, ports, prisma_paths)
+    database_url = gateway_env["DATABASE_URL"]
+    services.supervisor_conf(plan, layout, ports, built, gateway_env, run_as, log_requests)
     digest = hashlib.sha256(json.dumps(gateway_env, sort_keys=True).encode() + b"".join(
         (layout.gateway / f).read_bytes() for f in sorted(os.listdir(layout.gateway)))).hexdigest()
     State(plan.stack, str(path), layout.port_base,
-          {"gateway": ports.gateway, "postgres": ports.postgres, "redis": ports.redis, "prometheus": ports.prometheus,
+          {**{f"gateway-{i}": p for i, p in enumerate(ports.gateways)}, "postgres": ports.postgres, "redis": ports.redis,
+           "prometheus": ports.prometheus,
            **{f"engine-{n}": p for n, p in ports.engines.items()}}, digest).save(layout)
 
     if supervisor_running(layout):
@@ -298,26 +314,30 @@ def up(stack: str, layout: Layout, progress: Progress = print) -> UpResult:
         raise LocalStackError(str(error)) from None
     step("LiteLLM's database schema applied")
     _wait("Redis", lambda: _port_open(ports.redis), 30, layout.logs / "redis.log")
-    gateway_running = "RUNNING" in _supervisorctl(layout, "status", "gateway", check=False)
-    if not gateway_running:
-        _supervisorctl(layout, "start", "gateway")
-    elif previous is None or previous.gateway_digest != digest:
-        step("gateway configuration changed: restarting it")
-        _supervisorctl(layout, "restart", "gateway")
+    gateways = [f"gateway-{i}" for i in range(len(ports.gateways))]
+    changed = previous is None or previous.gateway_digest != digest
+    for name in gateways:
+        if "RUNNING" not in _supervisorctl(layout, "status", name, check=False):
+            _supervisorctl(layout, "start", name)
+        elif changed:
+            step(f"gateway configuration changed: restarting {name}")
+            _supervisorctl(layout, "restart", name)
     for engine in plan.engines:
         port = ports.engines[engine.name]
         _wait(f"engine {engine.name}", lambda p=port: _http_ok(f"http://{HOST}:{p}/health"), 240,
               layout.logs / f"engine-{engine.name}.log")
         step(f"engine {engine.name} healthy on {HOST}:{port}")
-    gateway_url = f"http://{HOST}:{ports.gateway}"
-    _wait("the gateway", lambda: _http_ok(f"{gateway_url}/health/readiness"), 180, layout.logs / "gateway.log")
-    step(f"gateway healthy on {gateway_url}")
+    gateway_urls = [f"http://{HOST}:{port}" for port in ports.gateways]
+    for name, url in zip(gateways, gateway_urls, strict=True):
+        _wait(name, lambda u=url: _http_ok(f"{u}/health/readiness"), 180, layout.logs / f"{name}.log")
+        step(f"{name} healthy on {url}")
+    gateway_url = gateway_urls[0]
     _wait("Prometheus", lambda: _http_ok(f"http://{HOST}:{ports.prometheus}/-/ready"), 60,
           layout.logs / "prometheus.log")
     keys = _keys(layout, plan)
     actions = reconcile(LiteLLM(gateway_url, master_key), desired_teams(plan), keys)
     step(f"tenants reconciled: {len(actions)} changes")
-    return UpResult(plan, ports, gateway_url, keys, time.monotonic() - started, len(actions))
+    return UpResult(plan, ports, gateway_url, gateway_urls, keys, time.monotonic() - started, len(actions))
 
 
 # --- status, down, logs ----------------------------------------------------------------------
@@ -345,7 +365,7 @@ def _healthy(name: str, port: int | None) -> bool:
         return False
     if name.startswith("engine-"):
         return _http_ok(f"http://{HOST}:{port}/health")
-    if name == "gateway":
+    if name.startswith("gateway"):
         return _http_ok(f"http://{HOST}:{port}/health/readiness")
     if name == "prometheus":
         return _http_ok(f"http://{HOST}:{port}/-/ready")
@@ -410,7 +430,7 @@ def smoke(layout: Layout) -> list[SmokeResult]:
         body = json.dumps({"model": model, "messages": [{"role": "user", "content": f"hello from {tenant.name}"}],
                            "max_tokens": 8}).encode()
         request = urllib.request.Request(
-            f"http://{HOST}:{state.ports['gateway']}/v1/chat/completions", data=body, method="POST",
+            f"http://{HOST}:{state.ports['gateway-0']}/v1/chat/completions", data=body, method="POST",
             headers={"Authorization": f"Bearer {keys[tenant.name]}", "Content-Type": "application/json"},
         )
         started = time.monotonic()

@@ -243,6 +243,7 @@ class GatewayPlan:
     shed_spot_at_waiting: int
     shed_best_effort_at_waiting: int
     metrics_max_age_seconds: float
+    wait_at_concurrency_limit_seconds: float
     max_replicas: int
     """Ceiling of the gateway's autoscaler (its floor is `replicas`)."""
 

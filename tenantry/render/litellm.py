@@ -53,10 +53,19 @@ def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[st
     }
 
 
-def tenant_policy_settings(plan: Plan) -> dict[str, Any]:
+def tenant_policy_settings(
+    plan: Plan, *, metrics_urls: dict[str, list[str]] | None = None, prometheus_url: str | None = None
+) -> dict[str, Any]:
     """What the tenant-policy plugin enforces, per tenant (keyed by the team
-    alias the reconciler gives it) and per engine."""
+    alias the reconciler gives it) and per engine, and where it reads the
+    engines' live load: each replica's /metrics (`metrics_urls`, the local
+    stack) or Prometheus (`prometheus_url`, Kubernetes, where a Service hides
+    the replicas)."""
+    metrics: dict[str, Any] = {"cache_seconds": 1.0, "timeout_seconds": 1.0}
+    if prometheus_url:
+        metrics["prometheus_url"] = prometheus_url
     return {
+        "metrics": metrics,
         "tenants": {
             t.name: {
                 "tier": t.tier,
@@ -74,6 +83,7 @@ def tenant_policy_settings(plan: Plan) -> dict[str, Any]:
                 "slots": e.slots.capacity,
                 "reserved": {r.tenant: r.slots for r in e.slots.reserved},
                 "models": [e.name, *(a.name for a in e.lora.adapters)],
+                "metrics_urls": (metrics_urls or {}).get(e.name, []),
             }
             for e in plan.engines
         },
@@ -83,5 +93,6 @@ def tenant_policy_settings(plan: Plan) -> dict[str, Any]:
             "shed_spot_at_waiting": plan.gateway.shed_spot_at_waiting,
             "shed_best_effort_at_waiting": plan.gateway.shed_best_effort_at_waiting,
             "metrics_max_age_seconds": plan.gateway.metrics_max_age_seconds,
+            "wait_at_concurrency_limit_seconds": plan.gateway.wait_at_concurrency_limit_seconds,
         },
     }

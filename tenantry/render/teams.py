@@ -10,8 +10,14 @@ from tenantry.plan.model import Plan
 
 def desired_teams(plan: Plan) -> list[dict[str, Any]]:
     """One team per tenant with its model allow-list, limits and budget, and
-    the settings of its key (LiteLLM keeps concurrency on keys). The keys
-    themselves are not here: they are secrets."""
+    the settings of its key. The keys themselves are not here: they are
+    secrets.
+
+    Concurrency is the tenant-policy plugin's alone, counted across replicas
+    in Redis, so the key carries no max_parallel_requests (cleared on keys that
+    have one): LiteLLM's own limiter counts a stream until its logging has run,
+    after the last byte, and refused a client holding exactly its limit (40 of
+    200 streams at concurrency 4 in benchmarks/gateway_policy.py)."""
     return [
         {
             "team_alias": t.name,
@@ -21,7 +27,7 @@ def desired_teams(plan: Plan) -> list[dict[str, Any]]:
             "max_budget": t.budget_usd,
             "budget_duration": t.budget_window,
             "metadata": {"managed_by": MANAGED_BY, "tier": t.tier, "stack": plan.stack},
-            "key": {"max_parallel_requests": t.max_concurrency},
+            "key": {"max_parallel_requests": None},
         }
         for t in plan.tenants
     ]

@@ -389,6 +389,11 @@ class Admission(SpecModel):
         10, description="Oldest engine metrics admission may act on; older counts as unknown (fail safe).",
         unit="s", gt=0, le=3600,
     )
+    wait_at_concurrency_limit_ms: int = field(
+        250, description="How long a request that finds its tenant at max_concurrency waits for one of the tenant's "
+        "requests to finish before it is refused: a stream's slot is freed a moment after its last byte.",
+        unit="ms", ge=0, le=60_000,
+    )
 
 
 class Gateway(SpecModel):

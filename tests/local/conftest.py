@@ -5,8 +5,11 @@ running), and stopped at the end by the same `down` users run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,12 +37,43 @@ class RunningStack:
     def key(self, tenant: str) -> str:
         return self.up.keys[tenant]
 
-    def client(self, tenant: str | None = None, timeout: float = 120) -> httpx.Client:
+    def client(self, tenant: str | None = None, timeout: float = 120, replica: int = 0) -> httpx.Client:
         token = self.key(tenant) if tenant else self.master_key
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
+        return httpx.Client(base_url=self.up.gateway_urls[replica], headers={"Authorization": f"Bearer {token}"},
+                            timeout=timeout)
 
     def engine_url(self, engine: str) -> str:
         return f"http://127.0.0.1:{self.up.ports.engines[engine]}"
+
+    def engine_metric(self, engine: str, name: str) -> float:
+        """A counter or gauge straight from the engine's /metrics (vLLM's own view)."""
+        text = httpx.get(f"{self.engine_url(engine)}/metrics", timeout=10).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith(name + "{") and f'model_name="{engine}"' in line)
+
+    def engine_log(self, engine: str) -> str:
+        """The engine's log, with what supervisor has rotated away (oldest first)."""
+        current = self.layout.logs / f"engine-{engine}.log"
+        files = [*sorted(self.layout.logs.glob(f"engine-{engine}.log.*"), reverse=True), current]
+        return "".join(path.read_text(errors="replace") for path in files if path.exists())
+
+    @contextlib.contextmanager
+    def engine_stopped(self, engine: str):
+        """Stop an engine for the duration, then start it and wait until it is healthy again."""
+        ctl = [str(local.SUPERVISORCTL), "-c", str(self.layout.supervisor_conf)]
+        subprocess.run([*ctl, "stop", f"engine-{engine}"], check=True, capture_output=True)
+        try:
+            yield
+        finally:
+            subprocess.run([*ctl, "start", f"engine-{engine}"], check=True, capture_output=True)
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"{self.engine_url(engine)}/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(2)
 
     def prometheus(self, query: str) -> list[dict]:
         answer = httpx.get(f"http://127.0.0.1:{self.up.ports.prometheus}/api/v1/query", params={"query": query},
@@ -57,7 +91,7 @@ def stack() -> RunningStack:
     layout = Layout.from_environment(root, PORT_BASE)
     lines: list[str] = []
     try:
-        result = local.up(str(SPEC), layout, progress=lines.append)
+        result = local.up(str(SPEC), layout, progress=lines.append, log_requests=True)
     except local.LocalStackError as error:
         local.down(layout, progress=lines.append)
         pytest.fail(f"the local stack did not start: {error}\n" + "\n".join(lines))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 import time
 
 import httpx
@@ -134,33 +133,21 @@ def test_prometheus_scrapes_every_engine_and_every_tenant(stack):
 
 def test_status_reports_every_process_healthy(stack):
     rows = local.status(stack.layout)
-    assert {r.name for r in rows} == {"gateway", "postgres", "redis", "prometheus", "engine-tiny", "engine-micro"}
+    assert {r.name for r in rows} == {"gateway-0", "gateway-1", "postgres", "redis", "prometheus", "engine-tiny",
+                                      "engine-micro"}
     assert all(r.healthy and r.state == "RUNNING" and r.pid for r in rows), rows
 
 
 def test_a_stopped_engine_falls_back(stack):
-    ctl = [str(local.SUPERVISORCTL), "-c", str(stack.layout.supervisor_conf)]
-    subprocess.run([*ctl, "stop", "engine-tiny"], check=True, capture_output=True)
-    try:
-        with stack.client("acme") as client:
-            answer = chat(client, "tiny")
-            assert answer.status_code == 200, answer.text
-            # The fallback engine served it.
-            assert answer.json()["model"] in ("micro", "hosted_vllm/micro")
-            with client.stream("POST", "/v1/chat/completions",
-                               json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
-                                     "max_tokens": 8, "stream": True}) as streamed:
-                assert streamed.status_code == 200 and stream_text(streamed)
-    finally:
-        subprocess.run([*ctl, "start", "engine-tiny"], check=True, capture_output=True)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{stack.engine_url('tiny')}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(2)
+    with stack.engine_stopped("tiny"), stack.client("acme") as client:
+        answer = chat(client, "tiny")
+        assert answer.status_code == 200, answer.text
+        # The fallback engine served it.
+        assert answer.json()["model"] in ("micro", "hosted_vllm/micro")
+        with client.stream("POST", "/v1/chat/completions",
+                           json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
+                                 "max_tokens": 8, "stream": True}) as streamed:
+            assert streamed.status_code == 200 and stream_text(streamed)
 
 
 @pytest.mark.slow
@@ -169,7 +156,7 @@ def test_down_leaves_nothing_and_up_again_keeps_data_and_keys(stack):
     keys_before = dict(stack.up.keys)
     assert local.down(stack.layout, progress=lambda _: None) == []
     assert not [pid for pid in pids if local.process_alive(pid)]
-    again = local.up(str(SPEC), stack.layout, progress=lambda _: None)
+    again = local.up(str(SPEC), stack.layout, progress=lambda _: None, log_requests=True)
     assert again.keys == keys_before
     assert again.changes == 0, "the database kept every team and key"
     with stack.client("acme") as client:
@@ -182,7 +169,7 @@ def test_the_cli_reports_status_logs_and_smoke(stack, capsys):
 
     where = ["--dir", str(stack.layout.root), "--port-base", str(stack.layout.port_base)]
     assert main(["local", "status", *where]) == 0
-    assert capsys.readouterr().out.count("healthy") == 6
+    assert capsys.readouterr().out.count("healthy") == 7
     code = main(["local", "smoke", *where])
     out = capsys.readouterr().out
     lines = {line.split()[1]: line for line in out.splitlines() if line.strip()}
@@ -191,7 +178,7 @@ def test_the_cli_reports_status_logs_and_smoke(stack, capsys):
     # thrifty may have spent its tiny budget earlier in this file; smoke fails exactly when a tenant does.
     assert code == (0 if all("HTTP 200" in line for line in lines.values()) else 1)
     assert all("HTTP 200" in line or "budget_exceeded" in line for line in lines.values()), lines
-    assert main(["local", "logs", "gateway", "-n", "5", *where]) == 0
+    assert main(["local", "logs", "gateway-0", "-n", "5", *where]) == 0
     assert capsys.readouterr().out.strip()
     assert main(["local", "logs", "nope", *where]) == 1
     assert "no log named nope" in capsys.readouterr().err

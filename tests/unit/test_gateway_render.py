@@ -39,6 +39,7 @@ def test_policy_settings_carry_tiers_salts_and_reservations():
     assert settings["tenants"]["initech"]["cache_salt"] is None
     assert settings["engines"]["tiny"]["reserved"] == {"acme": 4}
     assert settings["admission"]["shed_spot_at_waiting"] == 1
+    assert settings["admission"]["wait_at_concurrency_limit_seconds"] == 0.25
 
 
 def test_cpu_engines_get_cpu_arguments_and_a_kv_cache_size():
@@ -58,8 +59,18 @@ def test_desired_teams():
         "team_alias": "acme", "models": ["tiny", "acme-support", "micro"], "tpm_limit": 12000, "rpm_limit": 120,
         "max_budget": 5.0, "budget_duration": "1d",
         "metadata": {"managed_by": MANAGED_BY, "tier": "guaranteed", "stack": "local"},
-        "key": {"max_parallel_requests": 4},
+        "key": {"max_parallel_requests": None},  # concurrency is the plugin's: a key's own limit is cleared
     }
+
+
+def test_a_key_limit_left_from_before_is_cleared():
+    desired = desired_teams(plan_stack("local"))
+    teams = [{**{k: v for k, v in t.items() if k != "key"}, "team_id": f"id-{t['team_alias']}"} for t in desired]
+    infos = {t["team_alias"]: {"blocked": None, "max_parallel_requests": None} for t in desired}
+    infos["acme"]["max_parallel_requests"] = 4
+    keys = {t["team_alias"]: f"sk-{t['team_alias']}" for t in desired}
+    assert plan_actions(desired, teams, keys, infos) == [
+        Action("update-key", "acme", {"key": "sk-acme", "max_parallel_requests": None})]
 
 
 DESIRED = [{"team_alias": "a", "models": ["m"], "tpm_limit": 10, "rpm_limit": 1,

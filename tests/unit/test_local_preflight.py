@@ -23,7 +23,7 @@ def test_a_port_in_use_is_named_with_the_fix(tmp_path):
         port = busy.getsockname()[1]
         layout = Layout(tmp_path, port)  # the gateway's port is the base
         problems = preflight(plan, layout, layout.ports(plan))
-    assert any(f"port {port} (gateway) is already in use" in p and "--port-base" in p for p in problems), problems
+    assert any(f"port {port} (gateway-0) is already in use" in p and "--port-base" in p for p in problems), problems
 
 
 def test_a_missing_system_program_says_how_to_install_it(tmp_path, monkeypatch):
@@ -56,7 +56,7 @@ def test_supervisor_runs_every_engine_with_the_plans_arguments(tmp_path):
     ports = layout.ports(plan)
     built = {e.name: BuiltModel(e.name, tmp_path / e.name / "model", tmp_path / e.name / "adapters") for e in plan.engines}
     conf = services.supervisor_conf(plan, layout, ports, built, {"SECRET": "50%"}, run_as=None).read_text()
-    assert "[program:engine-tiny]" in conf and "[program:engine-micro]" in conf and "[program:gateway]" in conf
+    assert "[program:engine-tiny]" in conf and "[program:engine-micro]" in conf and "[program:gateway-0]" in conf
     assert "--max-num-seqs 8" in conf and "--max-loras 1" in conf and "--host 127.0.0.1" in conf
     assert 'SECRET="50%%"' in conf  # supervisor would read a bare % as interpolation
     assert (tmp_path / "supervisord.conf").stat().st_mode & 0o077 == 0

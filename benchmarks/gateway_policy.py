@@ -1,0 +1,234 @@
+"""What the tenant-policy plugin costs per request: the same LiteLLM, same
+config, same database, Redis and engine, with and without the plugin, side by
+side in one run.
+
+    .venv/bin/python benchmarks/gateway_policy.py [--requests 400] [--rounds 8] [--control]
+
+Starts its own stack (directory .local/bench-policy, ports from 19400; the
+models must be built already, as after `make local`) and beside it two
+LiteLLM processes started the same way, whose configs differ only in the
+plugin's callback. Rounds alternate between the two (and swap which goes
+first), so the shared machine's noise lands on both; compare medians and
+their ratios. `--control` gives both the plugin: an A/A run that shows the
+method's own noise.
+
+Per request it reports latency (p50, p95), the gateway's CPU time (the
+LiteLLM process and its children, from /proc) and, for the plugin, its own
+time as it measures it (tenantry_gateway_policy_seconds). Two tenants take
+the plugin's two paths: acme (guaranteed: within its reservation, one Redis
+round trip) and initech (spot: also reads the engine's load, cached 1 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tenantry.local import prisma, services  # noqa: E402
+from tenantry.local import stack as local  # noqa: E402
+from tenantry.local.layout import DEFAULT_DIR, HOST, Layout, Ports  # noqa: E402
+from tenantry.render.litellm import POLICY_CALLBACK  # noqa: E402
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its live descendants."""
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+            todo += [int(c) for c in Path(f"/proc/{current}/task/{current}/children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total / CLOCK_TICKS
+
+
+def policy_seconds(url: str, master_key: str) -> tuple[float, float]:
+    """(sum, count) of the plugin's own timing histogram."""
+    text = httpx.get(f"{url}/metrics/", headers={"Authorization": f"Bearer {master_key}"}, timeout=10).text
+    values = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for suffix in values:
+            if line.startswith(f"tenantry_gateway_policy_seconds_{suffix}"):
+                values[suffix] += float(line.rsplit(" ", 1)[1])
+    return values["sum"], values["count"]
+
+
+def batch(url: str, key: str, count: int, concurrency: int, stream: bool) -> tuple[list[float], int]:
+    """`count` chat completions (1 token, or a stream of 16); their latencies
+    to the last byte and how many failed."""
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "tenant gateway engine"}], "temperature": 0,
+            "max_tokens": 16 if stream else 1, "stream": stream}
+    latencies: list[float] = []
+    failures = 0
+
+    def one(client: httpx.Client) -> None:
+        nonlocal failures
+        start = time.perf_counter()
+        try:
+            with client.stream("POST", "/v1/chat/completions", json=body) as answer:
+                answer.read()
+        except httpx.TransportError as error:
+            failures += 1
+            print(f"    {url}: {type(error).__name__}: {error}")
+            return
+        if answer.status_code != 200:
+            failures += 1
+            print(f"    {url}: HTTP {answer.status_code}: {answer.text[:160]}")
+            return
+        latencies.append(time.perf_counter() - start)
+
+    with (httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as client,
+          ThreadPoolExecutor(concurrency) as pool):
+        list(pool.map(lambda _: one(client), range(count)))
+    return latencies, failures
+
+
+def label_of(tenant: str, tier: str, concurrency: int, stream: bool) -> str:
+    return f"{tenant} ({tier}), concurrency {concurrency}, " + ("stream of 16" if stream else "1 token")
+
+
+def start_gateway(layout: Layout, ports: Ports, name: str, port: int, plugin: bool) -> subprocess.Popen:
+    """A LiteLLM process with the stack's gateway config and environment, with
+    or without the plugin's callback. Both gateways compared are started
+    here, the same way: the stack's own gateway (run by supervisord) was
+    measurably faster than any process started beside it, plugin or not."""
+    config = yaml.safe_load((layout.gateway / "config.yaml").read_text())
+    if not plugin:
+        config["litellm_settings"]["callbacks"] = [c for c in config["litellm_settings"]["callbacks"]
+                                                   if c != POLICY_CALLBACK]
+    directory = layout.root / name
+    directory.mkdir(exist_ok=True)
+    (directory / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    shutil.copyfile(layout.gateway / "tenant_policy.py", directory / "tenant_policy.py")  # found next to the config
+    env = {**os.environ, **local.gateway_environment(layout, ports, prisma.install(layout.root / "prisma"))}
+    log = (layout.logs / f"{name}.log").open("w")
+    return subprocess.Popen([str(services.VENV_BIN / "litellm"), "--config", str(directory / "config.yaml"), "--host",
+                             HOST, "--port", str(port), "--num_workers", "1"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT, cwd=layout.root)
+
+
+def wait_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise SystemExit(f"a gateway did not start: see {log}")
+        time.sleep(1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=400, help="per gateway, tenant and concurrency")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--streams-only", action="store_true", help="only the streamed cases")
+    parser.add_argument("--control", action="store_true",
+                        help="A/A run: the second gateway keeps the plugin too, so differences are the method's noise")
+    args = parser.parse_args()
+    layout = Layout.from_environment(DEFAULT_DIR / "bench-policy", 19400)
+    local.down(layout, purge=True, progress=lambda _: None)
+    # stacks/local.yaml with quotas out of the way: this measures the plugin, not a tenant's limits.
+    spec = yaml.safe_load((ROOT / "stacks" / "local.yaml").read_text())
+    for tenant in spec["tenants"]:
+        tenant.update(rpm=1_000_000, tpm=40_000)  # the most a guaranteed tenant may hold on engine tiny
+        tenant["budget"]["usd"] = 1000
+    layout.root.mkdir(parents=True, exist_ok=True)
+    (layout.root / "bench.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    result = local.up(str(layout.root / "bench.yaml"), layout, progress=lambda line: print("  " + line))
+    # Only the compared gateways take requests: the stack's own stays idle.
+    ports = {"without plugin": layout.port_base + 90, "with plugin": layout.port_base + 91}
+    processes = {
+        name: start_gateway(layout, result.ports, "gateway-" + name.replace(" ", "-"), ports[name],
+                            plugin=name == "with plugin" or args.control)
+        for name in ports
+    }
+    try:
+        master_key = (layout.secrets / "master-key").read_text().strip()
+        gateways = {}
+        for name, process in processes.items():
+            url = f"http://{HOST}:{ports[name]}"
+            wait_healthy(url, process, layout.logs)
+            gateways[name] = (url, process.pid)
+        # Concurrency 3 stays under acme's limit of 4: this measures the cost of
+        # admission, not a tenant at its limit waiting for a slot (by design).
+        cases = [("acme", "guaranteed", 1, False), ("acme", "guaranteed", 3, False), ("initech", "spot", 1, False),
+                 ("acme", "guaranteed", 1, True), ("acme", "guaranteed", 3, True)]
+        if args.streams_only:
+            cases = [case for case in cases if case[3]]
+        print(f"\n{args.requests} requests per cell, {args.rounds} alternating rounds, engine tiny; "
+              "latency to the last byte\n")
+        print(f"{'tenant (tier), concurrency':<36} {'gateway':<16} {'p50 ms':>8} {'p95 ms':>8} {'CPU ms/req':>11} "
+              f"{'plugin ms/req':>14} {'failed':>7}")
+        summary = []
+        for tenant, tier, concurrency, stream in cases:
+            key = result.keys[tenant]
+            for url, _ in gateways.values():
+                batch(url, key, 20, concurrency, stream)  # warm: key cache, connections
+            latencies = {name: [] for name in gateways}
+            cpu = {name: [] for name in gateways}  # CPU ms per request, one figure per round
+            failed = {name: 0 for name in gateways}
+            plugin_seconds = plugin_count = 0.0
+            per_round = max(1, args.requests // args.rounds)
+            for round_number in range(args.rounds):
+                order = list(gateways) if round_number % 2 == 0 else list(reversed(gateways))
+                for name in order:
+                    url, pid = gateways[name]
+                    before_cpu = tree_cpu_seconds(pid)
+                    before_policy = policy_seconds(url, master_key) if name == "with plugin" else (0.0, 0.0)
+                    values, failures = batch(url, key, per_round, concurrency, stream)
+                    cpu[name].append((tree_cpu_seconds(pid) - before_cpu) / per_round * 1000)
+                    if name == "with plugin":
+                        after = policy_seconds(url, master_key)
+                        plugin_seconds += after[0] - before_policy[0]
+                        plugin_count += after[1] - before_policy[1]
+                    latencies[name] += values
+                    failed[name] += failures
+            label = f"{tenant} ({tier}), {concurrency}, " + ("stream 16" if stream else "1 token")
+            medians = {}
+            for name in gateways:
+                values = latencies[name]
+                p50 = statistics.median(values) * 1000
+                p95 = statistics.quantiles(values, n=20)[18] * 1000
+                cpu_ms = statistics.median(cpu[name])
+                plugin = f"{plugin_seconds / plugin_count * 1000:.2f}" if name == "with plugin" and plugin_count else "—"
+                medians[name] = (p50, cpu_ms)
+                print(f"{label:<36} {name:<16} {p50:>8.1f} {p95:>8.1f} {cpu_ms:>11.1f} {plugin:>14} {failed[name]:>7}")
+                label = ""
+            (p50_without, cpu_without), (p50_with, cpu_with) = medians["without plugin"], medians["with plugin"]
+            summary.append((label_of(tenant, tier, concurrency, stream), p50_with / p50_without - 1,
+                            cpu_with / cpu_without - 1))
+        print("\nadded by the plugin (target: 10 % or less)")
+        for label, latency, cpu_added in summary:
+            print(f"  {label:<44} p50 latency {latency:+.1%}   CPU per request {cpu_added:+.1%}")
+    finally:
+        for process in processes.values():
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        local.down(layout, purge=True, progress=lambda _: None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,391 @@
+"""The tenant-policy plugin, path by path. Decisions are pure functions; the
+hook runs against a real Redis (started here) with the engines' load seeded
+into its metrics cache. tests/local exercises it inside the real gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from litellm.proxy._types import ProxyException, UserAPIKeyAuth
+
+from tenantry.gateway import tenant_policy as tp
+from tenantry.render.litellm import tenant_policy_settings
+from tenantry.stacks import plan_stack
+
+ADMISSION = {"shed_spot_at_kv_usage": 0.8, "shed_best_effort_at_kv_usage": 0.92, "shed_spot_at_waiting": 1,
+             "shed_best_effort_at_waiting": 4, "metrics_max_age_seconds": 10}
+NOW = 1_000_000.0
+IDLE = tp.EngineState(running=1, waiting=0, kv_usage=0.1, fetched_at=NOW)
+
+
+def decide(tier="best-effort", *, state=IDLE, tenant_in_flight=0, max_concurrency=4, reserved_slots=0,
+           reserved_in_flight=0, shared_slots=4, shared_in_flight=0, replicas=1):
+    return tp.decide(tenant="t", tier=tier, engine="e", max_concurrency=max_concurrency,
+                     tenant_in_flight=tenant_in_flight, reserved_slots=reserved_slots,
+                     reserved_in_flight=reserved_in_flight, shared_slots=shared_slots, shared_in_flight=shared_in_flight,
+                     state=state, admission=ADMISSION, replicas=replicas, now=NOW)
+
+
+def saturated(waiting=5, kv=0.5):
+    return tp.EngineState(running=8, waiting=waiting, kv_usage=kv, fetched_at=NOW)
+
+
+STALE = tp.EngineState(running=0, waiting=0, kv_usage=0, fetched_at=NOW - 60)
+
+
+# --- decide: every path ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tier", ["guaranteed", "best-effort", "spot"])
+def test_a_tenant_at_its_concurrency_limit_is_refused_whatever_its_tier(tier):
+    decision = decide(tier, tenant_in_flight=4, reserved_slots=8)
+    assert (decision.admit, decision.reason, decision.retry_after) == (False, "concurrency", 1)
+    assert "limit is 4" in decision.message
+
+
+@pytest.mark.parametrize("state", [IDLE, saturated(waiting=99, kv=0.99), STALE, None], ids=["idle", "saturated", "stale", "none"])
+def test_guaranteed_within_its_reservation_is_always_admitted(state):
+    decision = decide("guaranteed", state=state, reserved_slots=2, reserved_in_flight=1, shared_in_flight=4)
+    assert (decision.admit, decision.slot) == (True, "reserved")
+
+
+def test_guaranteed_beyond_its_reservation_competes_for_shared_slots():
+    assert decide("guaranteed", reserved_slots=2, reserved_in_flight=2).slot == "shared"
+    full = decide("guaranteed", reserved_slots=2, reserved_in_flight=2, shared_in_flight=4)
+    assert (full.admit, full.reason) == (False, "shared-slots")
+    busy = decide("guaranteed", reserved_slots=2, reserved_in_flight=2, state=saturated(waiting=4))
+    assert (busy.admit, busy.reason) == (False, "saturated") and "above reservations" in busy.message
+
+
+def test_best_effort_never_takes_reserved_slots():
+    decision = decide("best-effort", shared_slots=4, shared_in_flight=4)
+    assert (decision.admit, decision.reason) == (False, "shared-slots")
+    assert "unreserved slots are busy" in decision.message
+
+
+@pytest.mark.parametrize(("state", "admitted"), [
+    (saturated(waiting=3), True), (saturated(waiting=4), False), (saturated(waiting=0, kv=0.92), False),
+    (saturated(waiting=0, kv=0.91), True),
+])
+def test_best_effort_is_shed_at_its_thresholds(state, admitted):
+    decision = decide("best-effort", state=state)
+    assert decision.admit is admitted
+    if not admitted:
+        assert decision.reason == "saturated" and decision.retry_after == 2
+
+
+@pytest.mark.parametrize("state", [STALE, None], ids=["stale", "none"])
+def test_best_effort_with_unknown_load_is_bounded_by_the_slot_counters_alone(state):
+    assert decide("best-effort", state=state) == tp.Decision(True, "shared-unknown-load", slot="shared")
+    assert not decide("best-effort", state=state, shared_in_flight=4).admit
+
+
+@pytest.mark.parametrize(("state", "admitted"), [
+    (IDLE, True), (saturated(waiting=1), False), (saturated(waiting=0, kv=0.8), False),
+    (saturated(waiting=0, kv=0.79), True),
+])
+def test_spot_runs_only_on_an_idle_engine(state, admitted):
+    decision = decide("spot", state=state)
+    assert decision.admit is admitted
+    if not admitted:
+        assert decision.reason == "saturated" and "spot traffic paused" in decision.message
+        assert decision.retry_after == 10
+
+
+@pytest.mark.parametrize("state", [STALE, None], ids=["stale", "none"])
+def test_spot_is_refused_when_the_load_is_unknown(state):
+    decision = decide("spot", state=state)
+    assert (decision.admit, decision.reason) == (False, "metrics")
+    assert "metrics unavailable" in decision.message
+
+
+def test_spot_needs_a_free_shared_slot_too():
+    assert decide("spot", shared_in_flight=4).reason == "shared-slots"
+
+
+def test_waiting_thresholds_scale_with_replicas():
+    assert not decide("spot", state=saturated(waiting=1), replicas=1).admit
+    assert decide("spot", state=saturated(waiting=1, kv=0.1), replicas=2).admit
+
+
+def test_vllm_metrics_are_read_for_the_right_model():
+    text = (
+        '# HELP vllm:num_requests_running Number of requests in model execution batches.\n'
+        'vllm:num_requests_running{engine="0",model_name="tiny"} 3.0\n'
+        'vllm:num_requests_running{engine="0",model_name="micro"} 7.0\n'
+        'vllm:num_requests_waiting{engine="0",model_name="tiny"} 2.0\n'
+        'vllm:num_requests_waiting_by_reason{engine="0",model_name="tiny",reason="capacity"} 9.0\n'
+        'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.25\n'
+    )
+    assert tp.parse_vllm_metrics(text, "tiny") == (3.0, 2.0, 0.25)
+
+
+# --- identity and caps ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def policy(redis_url):
+    import redis.asyncio as aioredis
+
+    settings = tenant_policy_settings(plan_stack("local"))
+    settings["tenants"]["initech"]["max_prompt_tokens"] = 50
+    client = aioredis.from_url(redis_url)
+    metrics = tp.EngineMetrics(settings)
+    metrics.cache_seconds = 3600  # the engines' load is seeded below, not scraped
+    for engine in settings["engines"]:
+        metrics._states[engine] = tp.EngineState(0, 0, 0.0, time.time())
+    return tp.TenantPolicy(settings, redis=client, metrics=metrics)
+
+
+def key(team: str) -> UserAPIKeyAuth:
+    return UserAPIKeyAuth(team_alias=team, team_id=f"id-{team}")
+
+
+LOOP = asyncio.new_event_loop()  # one loop: Redis connections belong to the loop that opened them
+
+
+def run(coro):
+    return LOOP.run_until_complete(coro)
+
+
+def test_identity_comes_from_the_key_and_forged_values_are_replaced(policy):
+    before = tp.OVERRIDES.labels(tenant="initech", field="priority")._value.get()
+    data = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "priority": -100,
+            "cache_salt": "tenant-acme", "extra_body": {"priority": -5, "cache_salt": "tenant-acme"},
+            "extra_headers": {"x-vllm-priority": "-9"}}
+    out = run(policy.async_pre_call_hook(key("initech"), None, data, "completion"))
+    assert "priority" not in out and "cache_salt" not in out  # initech shares the unsalted cache
+    assert out["extra_body"] == {"priority": 100}
+    assert out["extra_headers"] == {"X-Vllm-Priority": "100"}
+    assert tp.OVERRIDES.labels(tenant="initech", field="priority")._value.get() == before + 2
+
+
+def test_own_salt_and_guaranteed_priority(policy):
+    out = run(policy.async_pre_call_hook(key("acme"), None, {"model": "acme-support", "prompt": "hi"}, "text_completion"))
+    assert out["cache_salt"] == "tenant-acme" and out["extra_body"]["priority"] == 0
+    assert out["metadata"]["tenantry_slots"][1].endswith(":reserved:acme")
+
+
+def test_keys_outside_tenantry_pass_untouched(policy):
+    data = {"model": "tiny", "prompt": "hi", "priority": 3}
+    assert run(policy.async_pre_call_hook(UserAPIKeyAuth(), None, dict(data), "completion")) == data
+
+
+def test_output_cap_refuses_more_and_fills_in_the_cap(policy):
+    with pytest.raises(ProxyException) as refused:
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x", "max_tokens": 500},
+                                       "completion"))
+    assert refused.value.code == "400" and "exceeds the 128 tokens the spot tier allows" in refused.value.message
+    out = run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "completion"))
+    assert out["max_tokens"] == 128
+
+
+def test_prompt_cap(policy):
+    with pytest.raises(ProxyException) as refused:
+        run(policy.async_pre_call_hook(key("initech"), None,
+                                       {"model": "tiny", "messages": [{"role": "user", "content": "word " * 200}]},
+                                       "completion"))
+    assert refused.value.code == "400" and "the spot tier allows 50" in refused.value.message
+
+
+# --- admission with a real Redis -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    if not shutil.which("redis-server"):
+        pytest.fail("redis-server is missing: run `make test` (it installs Debian's redis-server)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    folder = tmp_path_factory.mktemp("redis")
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", str(folder)], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    yield f"redis://127.0.0.1:{port}/0"
+    server.terminate()
+    server.wait(timeout=10)
+
+
+@pytest.fixture(autouse=True)
+def _empty_redis(request):
+    if "redis_url" in request.fixturenames:
+        import redis
+
+        redis.Redis.from_url(request.getfixturevalue("redis_url")).flushall()
+
+
+def test_concurrency_is_capped_across_replicas_and_released_when_done(policy, redis_url):
+    import redis.asyncio as aioredis
+
+    other_replica = tp.TenantPolicy(policy.settings, redis=aioredis.from_url(redis_url), metrics=policy.metrics)
+    admitted = []
+    for replica in (policy, other_replica, policy):  # globex may have 3 in flight, whichever replica serves it
+        admitted.append(run(replica.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c")))
+    with pytest.raises(ProxyException) as refused:
+        run(other_replica.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+    assert refused.value.code == "429" and refused.value.headers["Retry-After"] == "1"
+    run(policy.async_log_success_event({"litellm_params": {"metadata": admitted[0]["metadata"]}}, None, 0, 0))
+    assert run(other_replica.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+
+
+def _admit_globex_to_its_limit(policy) -> list[dict]:
+    admitted = [run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+                for _ in range(3)]
+    with pytest.raises(ProxyException):
+        run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+    return admitted
+
+
+def test_a_response_releases_its_slot_before_it_is_sent(policy):
+    admitted = _admit_globex_to_its_limit(policy)
+    assert run(policy.async_post_call_success_hook(admitted[0], key("globex"), object())) is None  # response unchanged
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+
+
+def test_a_stream_releases_its_slot_when_litellm_logs_its_end(policy):
+    admitted = _admit_globex_to_its_limit(policy)
+    run(policy.async_log_success_event({"litellm_params": {"metadata": admitted[0]["metadata"]}}, None, 0, 0))
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+
+
+def test_a_failed_request_releases_its_slot(policy):
+    admitted = _admit_globex_to_its_limit(policy)
+    run(policy.async_post_call_failure_hook(admitted[0], RuntimeError("engine gone"), key("globex")))
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+
+
+def _release_soon_and_ask(policy, admitted: list[dict]) -> dict:
+    async def both():
+        async def release():
+            await asyncio.sleep(0.05)  # a stream's logging event, just after its last byte
+            await policy.async_log_success_event({"litellm_params": {"metadata": admitted[0]["metadata"]}}, None, 0, 0)
+
+        releasing = asyncio.ensure_future(release())
+        try:
+            return await policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c")
+        finally:
+            await releasing
+
+    return run(both())
+
+
+def test_at_its_limit_a_tenant_waits_briefly_for_a_slot(policy):
+    admitted = _admit_globex_to_its_limit(policy)  # the fourth is refused after the wait: nothing ended meanwhile
+    assert _release_soon_and_ask(policy, admitted)["metadata"][tp.REQUEST_ID]
+
+
+def test_without_a_wait_the_limit_refuses_at_once(policy):
+    policy.settings["admission"]["wait_at_concurrency_limit_seconds"] = 0
+    admitted = _admit_globex_to_its_limit(policy)
+    with pytest.raises(ProxyException) as refused:
+        _release_soon_and_ask(policy, admitted)
+    assert "its limit is 3" in refused.value.message
+
+
+def test_a_claim_checks_and_takes_in_one_step(policy, redis_url):
+    import redis.asyncio as aioredis
+
+    replicas = [tp.Ledger(aioredis.from_url(redis_url)) for _ in range(2)]
+    limits = {tp.tenant_set("globex"): 3, tp.shared_set("micro"): 3}
+    assert run(replicas[0].claim("one", limits)) and run(replicas[1].claim("two", limits))
+
+    async def race():  # both replicas counted 2 of 3; only one may take the last slot
+        return await asyncio.gather(replicas[0].claim("three", limits), replicas[1].claim("four", limits))
+
+    assert sorted(run(race())) == [False, True]
+    assert run(replicas[0].counts(*limits)) == [3, 3]
+
+
+def test_losing_every_race_is_a_429_not_an_overcommit(policy, monkeypatch):
+    async def always_taken(request_id, limits):
+        return False
+
+    monkeypatch.setattr(policy.ledger, "claim", always_taken)
+    with pytest.raises(ProxyException) as refused:
+        run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+    assert refused.value.code == "429" and "slots were taken" in refused.value.message
+
+
+def test_reserved_slots_stay_free_for_their_owner(policy):
+    # tiny runs 8 sequences; acme reserves 4 of them; globex (3) and initech (4) share the other 4.
+    for _ in range(3):
+        run(policy.async_pre_call_hook(key("globex"), None, {"model": "globex-legal", "prompt": "x"}, "c"))
+    run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    with pytest.raises(ProxyException) as refused:
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert "unreserved slots are busy" in refused.value.message
+    for _ in range(4):
+        run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+
+
+def test_a_saturated_engine_sheds_spot_first(policy):
+    policy.metrics._states["tiny"] = tp.EngineState(8, 2, 0.5, time.time())
+    with pytest.raises(ProxyException) as refused:
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert refused.value.code == "429" and "spot traffic paused" in refused.value.message
+    assert refused.value.headers["Retry-After"] == "10"
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+
+
+def test_failing_metrics_refuse_spot_but_never_guaranteed(policy):
+    import httpx
+
+    policy.metrics._states.clear()
+    policy.metrics.cache_seconds = 0
+    policy.settings["engines"]["tiny"]["metrics_urls"] = ["http://127.0.0.1:9/metrics"]  # nothing listens there
+    policy.metrics.client = httpx.AsyncClient(timeout=0.2)
+    with pytest.raises(ProxyException) as refused:
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert "metrics unavailable" in refused.value.message
+    assert run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+
+
+def test_a_lost_redis_fails_safe_per_tier():
+    import redis.asyncio as aioredis
+
+    settings = tenant_policy_settings(plan_stack("local"))
+    gone = tp.TenantPolicy(settings, redis=aioredis.Redis(host="127.0.0.1", port=9, socket_timeout=0.2),
+                           metrics=tp.EngineMetrics(settings))
+    assert run(gone.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    with pytest.raises(ProxyException) as refused:
+        run(gone.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert refused.value.code == "429" and "admission state unavailable" in refused.value.message
+
+
+def test_the_plugin_file_is_self_contained():
+    import re
+
+    source = Path(tp.__file__).read_text()
+    imports = {m.group(1).split(".")[0] for line in source.splitlines()
+               if (m := re.match(r"^from ([\w.]+) import |^import ([\w.]+)", line)) and m.group(1)}
+    imports |= {m.group(1).split(".")[0] for line in source.splitlines() if (m := re.match(r"^import ([\w.]+)", line))}
+    assert imports <= {"asyncio", "json", "logging", "os", "re", "time", "uuid", "dataclasses", "typing",
+                       "httpx", "litellm", "prometheus_client", "redis"}, imports  # all in the LiteLLM image
+
+
+def test_the_plugin_loads_the_way_litellm_loads_it(tmp_path, monkeypatch):
+    """By file path, without a sys.modules entry (LiteLLM's get_instance_fn)."""
+    import importlib.util
+    import json as json_module
+
+    settings = tmp_path / "policy.json"
+    settings.write_text(json_module.dumps(tenant_policy_settings(plan_stack("local"))))
+    monkeypatch.setenv("TENANTRY_POLICY_FILE", str(settings))
+    spec = importlib.util.spec_from_file_location("tenant_policy", tp.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.proxy_handler_instance.settings["tenants"]["acme"]["priority"] == 0
