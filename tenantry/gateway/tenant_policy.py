@@ -37,6 +37,7 @@ import os
 import re
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -313,6 +314,12 @@ class TenantPolicy(CustomLogger):
         self.model_engine = {m: name for name, e in self.settings["engines"].items() for m in e["models"]}
         self._ledger = Ledger(redis) if redis is not None else None
         self.metrics = metrics or EngineMetrics(self.settings)
+        # The claim each client request (its asyncio task) holds. When LiteLLM's
+        # own rate limiter refuses a request after this hook admitted it, LiteLLM
+        # retries the hooks on a fresh copy of the request for each fallback model
+        # and drops the copies: their metadata, and the claims it names, with them.
+        self._task_claims: weakref.WeakKeyDictionary[asyncio.Task, tuple[str, list[str]]] = \
+            weakref.WeakKeyDictionary()
 
     @property
     def ledger(self) -> Ledger:
@@ -395,6 +402,7 @@ class TenantPolicy(CustomLogger):
                               f"{cap_in} (tenant {name})", "invalid_request_error")
 
     async def _admit(self, name: str, tenant: dict[str, Any], data: dict) -> None:
+        await self._release_abandoned()  # an earlier attempt of this same request, dropped for a fallback
         engine = self.model_engine.get(str(data.get("model")))
         if engine is None:
             return  # not a tenantry engine; LiteLLM's own access checks apply
@@ -447,6 +455,15 @@ class TenantPolicy(CustomLogger):
         metadata = data.setdefault("metadata", {})
         metadata[REQUEST_ID] = request_id
         metadata[HELD_SLOTS] = list(held)
+        task = asyncio.current_task()
+        if task is not None:
+            self._task_claims[task] = (request_id, list(held))
+
+    async def _release_abandoned(self) -> None:
+        task = asyncio.current_task()
+        claim = self._task_claims.pop(task, None) if task is not None else None
+        if claim:
+            await self._release({"metadata": {REQUEST_ID: claim[0], HELD_SLOTS: claim[1]}})
 
     async def _release(self, kwargs: dict[str, Any]) -> None:
         metadata = ((kwargs.get("litellm_params") or {}).get("metadata")) or kwargs.get("metadata") or {}
@@ -468,6 +485,9 @@ class TenantPolicy(CustomLogger):
     # benchmarks/gateway_policy.py). The ledger's expiry covers the rest.
 
     async def async_post_call_success_hook(self, data, user_api_key_dict, response):  # noqa: ANN001
+        task = asyncio.current_task()
+        if task is not None:
+            self._task_claims.pop(task, None)
         await self._release({"metadata": (data or {}).get("metadata") or {}})
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
@@ -479,6 +499,7 @@ class TenantPolicy(CustomLogger):
     async def async_post_call_failure_hook(self, request_data, original_exception, user_api_key_dict,  # noqa: ANN001
                                            traceback_str=None):  # noqa: ANN001
         await self._release({"metadata": (request_data or {}).get("metadata") or {}})
+        await self._release_abandoned()
 
 
 _instance: TenantPolicy | None = None

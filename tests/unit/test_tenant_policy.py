@@ -266,6 +266,26 @@ def test_a_failed_request_releases_its_slot(policy):
     assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
 
 
+def test_a_request_litellm_retries_on_a_fallback_holds_one_claim_and_leaves_none(policy, redis_url):
+    """LiteLLM's own rate limiter can refuse a request after this hook admitted it;
+    LiteLLM then runs the hooks again on a fresh copy for each fallback model,
+    drops the copies, and reports the failure with the first one."""
+    import redis
+
+    async def one_request_refused_by_litellm_after_fallbacks() -> None:
+        first = {"model": "micro", "prompt": "x"}
+        await policy.async_pre_call_hook(key("globex"), None, first, "c")
+        for fallback in ("micro", "micro"):  # the copies LiteLLM retries (here: the same engine again)
+            await policy.async_pre_call_hook(key("globex"), None, {"model": fallback, "prompt": "x"}, "c")
+            tenant_entries = redis.Redis.from_url(redis_url).zcard(tp.tenant_set("globex"))
+            assert tenant_entries == 1, "each retry must give back what the previous attempt took"
+        await policy.async_post_call_failure_hook(first, RuntimeError("rate limited"), key("globex"))
+
+    run(one_request_refused_by_litellm_after_fallbacks())
+    client = redis.Redis.from_url(redis_url)
+    assert [k for k in client.keys("*inflight*") if client.zcard(k)] == []
+
+
 def _release_soon_and_ask(policy, admitted: list[dict]) -> dict:
     async def both():
         async def release():
@@ -373,7 +393,7 @@ def test_the_plugin_file_is_self_contained():
     imports = {m.group(1).split(".")[0] for line in source.splitlines()
                if (m := re.match(r"^from ([\w.]+) import |^import ([\w.]+)", line)) and m.group(1)}
     imports |= {m.group(1).split(".")[0] for line in source.splitlines() if (m := re.match(r"^import ([\w.]+)", line))}
-    assert imports <= {"asyncio", "json", "logging", "os", "re", "time", "uuid", "dataclasses", "typing",
+    assert imports <= {"asyncio", "json", "logging", "os", "re", "time", "uuid", "weakref", "dataclasses", "typing",
                        "httpx", "litellm", "prometheus_client", "redis"}, imports  # all in the LiteLLM image
 
 
