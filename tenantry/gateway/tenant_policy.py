@@ -113,7 +113,14 @@ def parse_vllm_metrics(text: str, model_name: str) -> tuple[float, float, float]
 class EngineMetrics:
     """Engine state from each replica's /metrics (local stack) or from
     Prometheus (Kubernetes, where one Service hides the replicas), cached for
-    a moment so a burst of requests costs one scrape."""
+    a moment so a burst of requests costs one scrape.
+
+    A request never waits for a scrape once a state is known: an expired one
+    is refreshed in the background and the last known state answers
+    meanwhile (`decide` treats it as unknown once older than
+    metrics_max_age_seconds). A busy engine's /metrics can take seconds to
+    answer; waiting on it held every tenant's requests, guaranteed ones
+    included, for as long (found by the gate's noisy-neighbour scenario)."""
 
     def __init__(self, settings: dict[str, Any], client: httpx.AsyncClient | None = None):
         self.settings = settings
@@ -121,26 +128,27 @@ class EngineMetrics:
         self.cache_seconds = float(self.source.get("cache_seconds", 1.0))
         self.client = client or httpx.AsyncClient(timeout=float(self.source.get("timeout_seconds", 1.0)))
         self._states: dict[str, EngineState] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._refreshes: dict[str, asyncio.Future] = {}
 
     async def state(self, engine: str) -> EngineState | None:
         cached = self._states.get(engine)
-        now = time.time()
-        if cached and now - cached.fetched_at < self.cache_seconds:
+        if cached and time.time() - cached.fetched_at < self.cache_seconds:
             return cached
-        lock = self._locks.setdefault(engine, asyncio.Lock())
-        async with lock:
-            cached = self._states.get(engine)
-            if cached and time.time() - cached.fetched_at < self.cache_seconds:
-                return cached
-            try:
-                running, waiting, kv = await self._fetch(engine)
-            except (httpx.HTTPError, OSError, ValueError, KeyError) as error:
-                log.warning("tenantry: metrics for engine %s unavailable: %s", engine, error)
-                return cached  # the last known state; `decide` treats it as stale once too old
-            state = EngineState(running, waiting, kv, time.time())
-            self._states[engine] = state
-            return state
+        refresh = self._refreshes.get(engine)
+        if refresh is None or refresh.done():
+            refresh = self._refreshes[engine] = asyncio.ensure_future(self._refresh(engine))
+        if cached is None:  # nothing known yet: the first scrape, bounded by the client's timeout
+            return await asyncio.shield(refresh)
+        return cached
+
+    async def _refresh(self, engine: str) -> EngineState | None:
+        try:
+            running, waiting, kv = await self._fetch(engine)
+        except (httpx.HTTPError, OSError, ValueError, KeyError) as error:
+            log.warning("tenantry: metrics for engine %s unavailable: %s", engine, error)
+            return self._states.get(engine)  # the last known state; `decide` treats it as stale once too old
+        state = self._states[engine] = EngineState(running, waiting, kv, time.time())
+        return state
 
     async def _fetch(self, engine: str) -> tuple[float, float, float]:
         if "prometheus_url" in self.source:

@@ -386,6 +386,38 @@ def test_a_lost_redis_fails_safe_per_tier():
     assert refused.value.code == "429" and "admission state unavailable" in refused.value.message
 
 
+def test_a_request_never_waits_for_a_slow_scrape_once_a_state_is_known():
+    settings = tenant_policy_settings(plan_stack("local"))
+    metrics = tp.EngineMetrics(settings)
+    answer = asyncio.Event()
+    scrapes = []
+
+    async def slow_fetch(engine):  # a busy engine's /metrics, answering when the test says so
+        scrapes.append(engine)
+        await answer.wait()
+        return 7.0, 3.0, 0.5
+
+    metrics._fetch = slow_fetch
+
+    async def scenario():
+        first = asyncio.ensure_future(metrics.state("tiny"))
+        await asyncio.sleep(0)
+        assert not first.done()  # nothing known yet: the first request waits for the first scrape
+        answer.set()
+        assert (await first).waiting == 3.0
+        answer.clear()
+        metrics._states["tiny"] = tp.EngineState(1.0, 0.0, 0.1, time.time() - 5)  # expired
+        # Returns the last known state at once (a hang here would be the bug), and starts one refresh.
+        stale = await asyncio.wait_for(metrics.state("tiny"), timeout=30)
+        again = await asyncio.wait_for(metrics.state("tiny"), timeout=30)
+        assert stale.running == again.running == 1.0 and scrapes == ["tiny", "tiny"]
+        answer.set()
+        await metrics._refreshes["tiny"]
+        assert (await metrics.state("tiny")).running == 7.0
+
+    run(scenario())
+
+
 def test_the_plugin_file_is_self_contained():
     import re
 
