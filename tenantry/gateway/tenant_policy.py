@@ -328,6 +328,8 @@ class TenantPolicy(CustomLogger):
         # and drops the copies: their metadata, and the claims it names, with them.
         self._task_claims: weakref.WeakKeyDictionary[asyncio.Task, tuple[str, list[str]]] = \
             weakref.WeakKeyDictionary()
+        self._waiting_at_limit: dict[str, int] = {}
+        """Requests of each tenant waiting here for one of its slots to free."""
 
     @property
     def ledger(self) -> Ledger:
@@ -426,6 +428,7 @@ class TenantPolicy(CustomLogger):
         # byte, which a client's next request can overtake.
         wait_until = time.monotonic() + float(admission.get("wait_at_concurrency_limit_seconds", 0))
         lost_claims = 0
+        waiting = False
         try:
             while True:
                 tenant_n, reserved_n, shared_n = await self.ledger.counts(*sets)
@@ -437,7 +440,14 @@ class TenantPolicy(CustomLogger):
                     replicas=int(spec["replicas"]), now=time.time(),
                 )
                 if not decision.admit:
-                    if decision.reason == "concurrency" and time.monotonic() < wait_until:
+                    # At most one waiter per slot of the tenant's limit: a client holding
+                    # exactly its limit is covered, a flood beyond it is refused at once
+                    # instead of polling Redis 50 times a second per request.
+                    if (decision.reason == "concurrency" and time.monotonic() < wait_until
+                            and (waiting or self._waiting_at_limit.get(name, 0) < max_concurrency)):
+                        if not waiting:
+                            waiting = True
+                            self._waiting_at_limit[name] = self._waiting_at_limit.get(name, 0) + 1
                         await asyncio.sleep(CONCURRENCY_POLL_SECONDS)
                         continue
                     break
@@ -456,6 +466,9 @@ class TenantPolicy(CustomLogger):
                 return
             raise _refuse(429, f"admission state unavailable: {tenant['tier']} traffic paused", "rate_limit_error",
                           RETRY_AFTER["metrics"]) from None
+        finally:
+            if waiting:
+                self._waiting_at_limit[name] -= 1
         ADMISSIONS.labels(tenant=name, tier=tenant["tier"], engine=engine,
                           decision="admitted" if decision.admit else "shed", reason=decision.reason).inc()
         if not decision.admit:

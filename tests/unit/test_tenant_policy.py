@@ -314,6 +314,28 @@ def test_without_a_wait_the_limit_refuses_at_once(policy):
     assert "its limit is 3" in refused.value.message
 
 
+def test_a_flood_beyond_the_limit_is_refused_at_once_beyond_one_waiter_per_slot(policy):
+    _admit_globex_to_its_limit(policy)  # globex: limit 3, all taken
+    policy.settings["admission"]["wait_at_concurrency_limit_seconds"] = 600  # the waiters wait until cancelled
+
+    async def flood():
+        asks = [asyncio.ensure_future(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"},
+                                                                 "c")) for _ in range(5)]
+        done: set = set()
+        while len(done) < 2:
+            finished, _ = await asyncio.wait(asks, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+            assert finished, "the asks beyond one waiter per slot must be refused without waiting"
+            done |= finished
+        assert len(done) == 2 and all("its limit is 3" in task.exception().message for task in done)
+        assert policy._waiting_at_limit["globex"] == 3
+        for task in asks:
+            task.cancel()
+        await asyncio.gather(*asks, return_exceptions=True)
+        assert policy._waiting_at_limit["globex"] == 0
+
+    run(flood())
+
+
 def test_a_claim_checks_and_takes_in_one_step(policy, redis_url):
     import redis.asyncio as aioredis
 
