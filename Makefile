@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # checkov and vLLM each bring many dependencies of their own: separate environments.
 TOOLS := .venv-tools
 VLLM := .venv-vllm
-DEBIAN_PACKAGES := postgresql redis-server prometheus nodejs:node npm:npm
+DEBIAN_PACKAGES := postgresql redis-server prometheus nodejs:node npm:npm chromium
 PYTEST_ARGS ?=
 
 .PHONY: local test bench docs venv system freeze-vllm clean
@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || scripts/ensure-debian-packages.sh python3-venv
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check pip==25.3
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,deploy,gateway,local]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test,deploy,gateway,local,gate]'
 	touch $@
 
 $(TOOLS)/.installed: requirements-tools.lock
@@ -54,6 +54,7 @@ bench: venv
 	$(BIN)/python benchmarks/render.py
 	$(BIN)/python benchmarks/local_up.py
 	$(BIN)/python benchmarks/gateway_policy.py
+	$(BIN)/python benchmarks/noisy_neighbour.py
 
 # Regenerate the README's spec reference after changing tenantry/spec/schema.py.
 docs: venv

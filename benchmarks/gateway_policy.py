@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,10 +35,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tenantry.local import prisma, services  # noqa: E402
 from tenantry.local import stack as local  # noqa: E402
-from tenantry.local.layout import DEFAULT_DIR, HOST, Layout, Ports  # noqa: E402
-from tenantry.render.litellm import POLICY_CALLBACK  # noqa: E402
+from tenantry.local.layout import DEFAULT_DIR, HOST, Layout  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -104,39 +100,6 @@ def label_of(tenant: str, tier: str, concurrency: int, stream: bool) -> str:
     return f"{tenant} ({tier}), concurrency {concurrency}, " + ("stream of 16" if stream else "1 token")
 
 
-def start_gateway(layout: Layout, ports: Ports, name: str, port: int, plugin: bool) -> subprocess.Popen:
-    """A LiteLLM process with the stack's gateway config and environment, with
-    or without the plugin's callback. Both gateways compared are started
-    here, the same way: the stack's own gateway (run by supervisord) was
-    measurably faster than any process started beside it, plugin or not."""
-    config = yaml.safe_load((layout.gateway / "config.yaml").read_text())
-    if not plugin:
-        config["litellm_settings"]["callbacks"] = [c for c in config["litellm_settings"]["callbacks"]
-                                                   if c != POLICY_CALLBACK]
-    directory = layout.root / name
-    directory.mkdir(exist_ok=True)
-    (directory / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    shutil.copyfile(layout.gateway / "tenant_policy.py", directory / "tenant_policy.py")  # found next to the config
-    env = {**os.environ, **local.gateway_environment(layout, ports, prisma.install(layout.root / "prisma"))}
-    log = (layout.logs / f"{name}.log").open("w")
-    return subprocess.Popen([str(services.VENV_BIN / "litellm"), "--config", str(directory / "config.yaml"), "--host",
-                             HOST, "--port", str(port), "--num_workers", "1"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, cwd=layout.root)
-
-
-def wait_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline or process.poll() is not None:
-            raise SystemExit(f"a gateway did not start: see {log}")
-        time.sleep(1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400, help="per gateway, tenant and concurrency")
@@ -158,7 +121,7 @@ def main() -> None:
     # Only the compared gateways take requests: the stack's own stays idle.
     ports = {"without plugin": layout.port_base + 90, "with plugin": layout.port_base + 91}
     processes = {
-        name: start_gateway(layout, result.ports, "gateway-" + name.replace(" ", "-"), ports[name],
+        name: local.start_side_gateway(layout, result.ports, "gateway-" + name.replace(" ", "-"), ports[name],
                             plugin=name == "with plugin" or args.control)
         for name in ports
     }
@@ -167,7 +130,7 @@ def main() -> None:
         gateways = {}
         for name, process in processes.items():
             url = f"http://{HOST}:{ports[name]}"
-            wait_healthy(url, process, layout.logs)
+            local.wait_side_gateway(url, process, layout.logs)
             gateways[name] = (url, process.pid)
         # Concurrency 3 stays under acme's limit of 4: this measures the cost of
         # admission, not a tenant at its limit waiting for a slot (by design).
@@ -222,11 +185,7 @@ def main() -> None:
             print(f"  {label:<44} p50 latency {latency:+.1%}   CPU per request {cpu_added:+.1%}")
     finally:
         for process in processes.values():
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            local.stop_side_gateway(process)
         local.down(layout, purge=True, progress=lambda _: None)
 
 

@@ -41,6 +41,29 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("stack", metavar="STACK", help="a stack file or a stack name")
     render.add_argument("--out", required=True, metavar="DIR", help="directory for the manifests")
 
+    gate = commands.add_parser(
+        "gate", help="run a mixed-tenant load scenario and judge every tenant against its SLO",
+        description="Run one Locust scenario headless against the local stack (default) or a gateway, print each "
+        "tenant's figures against its SLO, and write an HTML report with the CSVs. Exit 0 when every judged tenant "
+        "and every scenario check passes, 1 when one fails, 2 when the gate cannot run as asked.",
+    )
+    gate.add_argument("stack", metavar="STACK", help="a stack file or a stack name")
+    gate.add_argument("--scenario", required=True, metavar="NAME",
+                      help="steady, noisy-neighbour, over-quota, priority-ordering, engine-failure, cache-isolation "
+                      "or ramp")
+    gate.add_argument("--gateway", metavar="URL", help="a gateway to test instead of the local stack")
+    gate.add_argument("--keys", metavar="FILE", help="with --gateway: JSON object of tenant name to key")
+    gate.add_argument("--stop-engine", metavar="COMMAND",
+                      help="with --gateway: command that stops an engine ({engine} is replaced), for engine-failure")
+    gate.add_argument("--tenant", metavar="NAME", help="the tenant a scenario pushes (default: the first of the tier)")
+    gate.add_argument("--short", action="store_true", help="the CI version: every scenario in two minutes or less")
+    gate.add_argument("--side-by-side", action="store_true",
+                      help="local stack only: run again through plain LiteLLM (no policy, first come first served) "
+                      "and compare")
+    gate.add_argument("--out", metavar="DIR", help="directory for the report and CSVs (default .local/gate/...)")
+    gate.add_argument("--dir", metavar="DIR", help="the local stack's state directory (default .local)")
+    gate.add_argument("--port-base", type=int, metavar="PORT", help="the local stack's first port")
+
     local = commands.add_parser("local", help="run the stack on this machine: real vLLM (CPU), LiteLLM, "
                                 "PostgreSQL, Redis and Prometheus on 127.0.0.1")
     local_commands = local.add_subparsers(dest="local_command", required=True, metavar="ACTION")
@@ -188,8 +211,29 @@ def _print_up(result: object, console: Console) -> None:
             f"[{{\"role\": \"user\", \"content\": \"hello\"}}], \"max_tokens\": 16}}'", style="dim"), soft_wrap=True)
 
 
+def _run_gate(args: argparse.Namespace) -> int:
+    from loadtests.run import EXIT_USAGE, GateError, gate
+    from tenantry.findings import PlanRefused
+    from tenantry.local.layout import Layout
+    from tenantry.local.stack import LocalStackError
+
+    console = _stdout_console()
+    try:
+        return gate(args.stack, args.scenario, gateway=args.gateway, keys=args.keys, out=args.out, short=args.short,
+                    tenant=args.tenant, side_by_side=args.side_by_side, stop_engine=args.stop_engine,
+                    layout=Layout.from_environment(args.dir, args.port_base), console=console)
+    except SpecError as error:
+        _print_spec_error(error, as_json=False)
+        return EXIT_INVALID_SPEC
+    except (GateError, LocalStackError, PlanRefused) as error:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(Text(str(error), style="red"))
+        return EXIT_USAGE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "gate":
+        return _run_gate(args)
     if args.command == "render":
         return _run_render(args)
     if args.command == "local":

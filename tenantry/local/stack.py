@@ -58,7 +58,7 @@ class ProcessStatus:
 # --- small helpers ---------------------------------------------------------------------------
 
 
-def _port_open(port: int) -> bool:
+def port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex((HOST, port)) == 0
@@ -166,7 +166,7 @@ def preflight(plan: Plan, layout: Layout, ports: Ports) -> list[str]:
         named = {**{f"gateway-{i}": p for i, p in enumerate(ports.gateways)}, "postgres": ports.postgres, "redis": ports.redis,
                  "prometheus": ports.prometheus, **{f"engine {n}": p for n, p in ports.engines.items()}}
         for what, port in named.items():
-            if _port_open(port):
+            if port_open(port):
                 problems.append(f"port {port} ({what}) is already in use on {HOST}: stop what listens there or "
                                 "choose other ports with --port-base (or TENANTRY_LOCAL_PORT_BASE)")
     return problems
@@ -304,7 +304,7 @@ def up(stack: str, layout: Layout, progress: Progress = print, log_requests: boo
             raise LocalStackError(f"supervisord did not start: {result.stderr.strip() or result.stdout.strip()}")
         step("supervisor started: PostgreSQL, Redis, Prometheus and the engines are starting")
 
-    _wait("PostgreSQL", lambda: _port_open(ports.postgres), 60, layout.logs / "postgres.log")
+    _wait("PostgreSQL", lambda: port_open(ports.postgres), 60, layout.logs / "postgres.log")
     _create_database(layout, ports, postgres_password)
     step("PostgreSQL ready")
     try:
@@ -313,7 +313,7 @@ def up(stack: str, layout: Layout, progress: Progress = print, log_requests: boo
     except prisma.PrismaBridgeError as error:
         raise LocalStackError(str(error)) from None
     step("LiteLLM's database schema applied")
-    _wait("Redis", lambda: _port_open(ports.redis), 30, layout.logs / "redis.log")
+    _wait("Redis", lambda: port_open(ports.redis), 30, layout.logs / "redis.log")
     gateways = [f"gateway-{i}" for i in range(len(ports.gateways))]
     changed = previous is None or previous.gateway_digest != digest
     for name in gateways:
@@ -338,6 +338,60 @@ def up(stack: str, layout: Layout, progress: Progress = print, log_requests: boo
     actions = reconcile(LiteLLM(gateway_url, master_key), desired_teams(plan), keys)
     step(f"tenants reconciled: {len(actions)} changes")
     return UpResult(plan, ports, gateway_url, gateway_urls, keys, time.monotonic() - started, len(actions))
+
+
+def start_side_gateway(layout: Layout, ports: Ports, name: str, port: int, plugin: bool) -> subprocess.Popen:
+    """Another LiteLLM process beside the stack's own, with the same config,
+    database, Redis and engines, with or without the tenant-policy plugin:
+    what the gate's side-by-side and the plugin's benchmark compare. The caller
+    stops it (by this Popen's PID)."""
+    import yaml
+
+    from tenantry.local import prisma
+    from tenantry.render.litellm import POLICY_CALLBACK
+
+    config = yaml.safe_load((layout.gateway / "config.yaml").read_text(encoding="utf-8"))
+    if not plugin:
+        config["litellm_settings"]["callbacks"] = [c for c in config["litellm_settings"]["callbacks"]
+                                                   if c != POLICY_CALLBACK]
+    directory = layout.root / name
+    directory.mkdir(exist_ok=True)
+    (directory / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    shutil.copyfile(layout.gateway / "tenant_policy.py", directory / "tenant_policy.py")  # found next to the config
+    env = {**os.environ, **gateway_environment(layout, ports, prisma.install(layout.root / "prisma"))}
+    log = (layout.logs / f"{name}.log").open("w")
+    return subprocess.Popen([str(services.VENV_BIN / "litellm"), "--config", str(directory / "config.yaml"), "--host",
+                             HOST, "--port", str(port), "--num_workers", "1"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT, cwd=layout.root)
+
+
+def wait_side_gateway(url: str, process: subprocess.Popen, log: Path, seconds: float = 180) -> None:
+    deadline = time.monotonic() + seconds
+    while not _http_ok(f"{url}/health/liveliness"):
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise LocalStackError(f"a side gateway did not start on {url}: see {log}")
+        time.sleep(1)
+
+
+def stop_side_gateway(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+def restart_engine_if_stopped(layout: Layout, plan: Plan, engine: str, seconds: float = 240) -> bool:
+    """Start an engine supervisor is not running (a test or the gate stopped it) and
+    wait until it is healthy; True when it had to be started."""
+    if "RUNNING" in _supervisorctl(layout, "status", f"engine-{engine}", check=False):
+        return False
+    _supervisorctl(layout, "start", f"engine-{engine}", check=False)
+    port = layout.ports(plan).engines[engine]
+    _wait(f"engine {engine}", lambda: _http_ok(f"http://{HOST}:{port}/health"), seconds,
+          layout.logs / f"engine-{engine}.log")
+    return True
 
 
 # --- status, down, logs ----------------------------------------------------------------------
@@ -369,7 +423,7 @@ def _healthy(name: str, port: int | None) -> bool:
         return _http_ok(f"http://{HOST}:{port}/health/readiness")
     if name == "prometheus":
         return _http_ok(f"http://{HOST}:{port}/-/ready")
-    return _port_open(port)
+    return port_open(port)
 
 
 def down(layout: Layout, purge: bool = False, progress: Progress = print) -> list[int]:

@@ -578,9 +578,11 @@ def _fallback_closure(spec: Spec, tenant: Tenant) -> tuple[str, ...]:
 
 def _plan_gateway(spec: Spec) -> GatewayPlan:
     admission = spec.gateway.admission
+    adapters_of = {e.name: tuple(a.name for a in e.adapters) for e in spec.engines}
     return GatewayPlan(
         replicas=spec.gateway.replicas,
-        fallbacks=tuple(Fallback(f.model, tuple(f.to)) for f in spec.gateway.fallbacks),
+        fallbacks=tuple(Fallback(f.model, tuple(f.to), adapters_of.get(f.model, ()) if f.include_adapters else ())
+                        for f in spec.gateway.fallbacks),
         tier_priorities=tuple((tier, spec.tiers.policy(tier).priority) for tier in TIERS),
         shed_spot_at_kv_usage=admission.shed_spot_at_kv_usage,
         shed_best_effort_at_kv_usage=admission.shed_best_effort_at_kv_usage,

@@ -231,6 +231,8 @@ class TenantPlan:
 class Fallback:
     model: str
     to: tuple[str, ...]
+    adapters: tuple[str, ...] = ()
+    """The engine's adapters that fall back with it (served by the fallback's base model)."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,12 @@ def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[st
     return {
         "model_list": model_list,
         "router_settings": {
-            "fallbacks": [{f.model: list(f.to)} for f in plan.gateway.fallbacks],
+            "fallbacks": [{model: list(f.to)} for f in plan.gateway.fallbacks for model in (f.model, *f.adapters)],
+            # A failed call goes to its fallback at once: LiteLLM's default retries of the
+            # same engine, with backoff, held every request ~4.5 s while an engine was down
+            # (the gate's engine-failure scenario), beyond the guaranteed tiers' TTFT SLOs.
+            # Replicas behind an engine's Service and readiness probes cover restarts.
+            "num_retries": 0,
             "redis_host": "os.environ/REDIS_HOST",
             "redis_port": "os.environ/REDIS_PORT",
             "redis_password": "os.environ/REDIS_PASSWORD",

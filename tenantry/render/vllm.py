@@ -28,6 +28,9 @@ def vllm_args(
         # Lower numbers run first; the gateway sets each request's priority from its tenant's tier.
         "--scheduling-policy", "priority",
         "--enable-prefix-caching",
+        # usage.prompt_tokens_details.cached_tokens: the gate proves cache isolation per request with it.
+        # A tenant learns only about its own salt's cache (or, with isolation none, the shared one).
+        "--enable-prompt-tokens-details",
     ]
     if engine.source.startswith("hf://"):
         args += ["--revision", engine.revision]

@@ -368,6 +368,11 @@ class Tiers(SpecModel):
 class Fallback(SpecModel):
     model: Name = field(description="Engine whose failures fall back.")
     to: list[Name] = field(description="Engines tried in order when it fails.", min_length=1)
+    include_adapters: bool = field(
+        False, description="Also send the engine's LoRA adapters' requests to the fallback engines when it fails, "
+        "served by their base model without the adapter: degraded answers instead of errors. Off: adapter "
+        "requests fail with their engine."
+    )
 
 
 class Admission(SpecModel):

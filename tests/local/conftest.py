@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,15 +64,7 @@ class RunningStack:
         try:
             yield
         finally:
-            subprocess.run([*ctl, "start", f"engine-{engine}"], check=True, capture_output=True)
-            deadline = time.monotonic() + 180
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{self.engine_url(engine)}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(2)
+            local.restart_engine_if_stopped(self.layout, self.up.plan, engine)
 
     def prometheus(self, query: str) -> list[dict]:
         answer = httpx.get(f"http://127.0.0.1:{self.up.ports.prometheus}/api/v1/query", params={"query": query},

@@ -25,8 +25,22 @@ def test_litellm_config_has_every_engine_and_adapter_priced_from_the_plan():
         "input_cost_per_token": tiny.tokens.usd_per_1k_input_tokens / 1000,
         "output_cost_per_token": tiny.tokens.usd_per_1k_output_tokens / 1000,
     }
-    assert config["router_settings"]["fallbacks"] == [{"tiny": ["micro"]}]
+    # stacks/local.yaml lets tiny's adapters fall back with it (include_adapters).
+    assert config["router_settings"]["fallbacks"] == [{"tiny": ["micro"]}, {"acme-support": ["micro"]},
+                                                      {"globex-legal": ["micro"]}]
+    assert config["router_settings"]["num_retries"] == 0  # to the fallback at once
     assert "master_key" in config["general_settings"] and "sk-" not in str(config)
+
+
+def test_adapters_fall_back_with_their_engine_only_when_the_spec_says_so(tmp_path):
+    import yaml
+
+    spec = yaml.safe_load(open("stacks/local.yaml").read())
+    spec["gateway"]["fallbacks"][0].pop("include_adapters")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    plan = plan_stack(str(tmp_path / "s.yaml"))
+    assert plan.gateway.fallbacks[0].adapters == ()
+    assert litellm_config(plan, api_base=lambda e: "x")["router_settings"]["fallbacks"] == [{"tiny": ["micro"]}]
 
 
 def test_policy_settings_carry_tiers_salts_and_reservations():

@@ -1,0 +1,335 @@
+"""The Locust side of the gate: one user class per tenant traffic profile,
+the scenario as a LoadTestShape, and a quitting listener that writes the
+measured requests and the verdict and sets the exit code.
+
+Run by `tenantry gate`, which writes the run's settings to run.json and
+points TENANTRY_GATE_RUN at it; `locust -f loadtests/locustfile.py
+--headless` with that variable set works the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shlex
+import subprocess
+import time
+from itertools import count
+from pathlib import Path
+
+import gevent
+import requests
+from locust import LoadTestShape, User, events, task
+
+from loadtests import profiles
+from loadtests.records import VERDICT_JSON, Record, write_records
+from loadtests.scenarios import Scenario, Stage, contract_rate
+from loadtests.scenarios import scenario as build_scenario
+from loadtests.verdict import verdict
+from tenantry.plan.model import Plan, TrafficPlan
+from tenantry.stacks import plan_stack
+
+RUN = json.loads(Path(os.environ["TENANTRY_GATE_RUN"]).read_text(encoding="utf-8"))
+OUT = Path(RUN["out"])
+PLAN: Plan = plan_stack(Path(RUN["stack"]))
+SCENARIO: Scenario = build_scenario(RUN["scenario"], PLAN, short=RUN["short"], tenant=RUN.get("tenant"))
+KEYS: dict[str, str] = json.loads(Path(RUN["keys"]).read_text(encoding="utf-8"))
+GATEWAYS: list[str] = RUN["gateways"]
+TIMEOUT = (5, 300)  # connect, read: a queued request on a saturated CPU engine may wait long
+IDLE_CONNECTION_SECONDS = 3.0
+"""A connection idle longer is not reused: servers close idle keep-alive connections
+(uvicorn, under LiteLLM, after 5 s), and a request sent as one closes is reset."""
+
+RECORDS: list[Record] = []
+ACTIONS: list[dict] = []
+STARTED = {"at": time.monotonic()}
+
+
+def elapsed() -> float:
+    return time.monotonic() - STARTED["at"]
+
+
+def current_stage() -> Stage | None:
+    return SCENARIO.stage_at(elapsed())
+
+
+# --- one request ----------------------------------------------------------------------------
+
+
+def _error_message(response: requests.Response) -> str:
+    try:
+        error = response.json().get("error", {})
+        return str(error.get("message", error) if isinstance(error, dict) else error)[:500]
+    except ValueError:
+        return response.text[:500]
+
+
+class Connection:
+    """One user's HTTP session, renewed when it has been idle too long to reuse safely."""
+
+    def __init__(self) -> None:
+        self.session = requests.Session()
+        self.used_at = time.monotonic()
+
+    def get(self) -> requests.Session:
+        if time.monotonic() - self.used_at > IDLE_CONNECTION_SECONDS:
+            self.session.close()
+            self.session = requests.Session()
+        return self.session
+
+    def done(self) -> None:
+        self.used_at = time.monotonic()
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def send(connection: Connection, url: str, key: str, body: dict, record: Record) -> Record:
+    """Send one chat completion and time it: first token, the gaps between tokens, the end."""
+    start = time.monotonic()
+    first = last = None
+    session = connection.get()
+    try:
+        with session.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"},
+                          stream=body["stream"], timeout=TIMEOUT) as response:
+            record.status = response.status_code
+            if response.status_code != 200:
+                record.error = _error_message(response)
+            elif not body["stream"]:
+                answer = response.json()
+                first = last = time.monotonic()
+                _read_usage(answer, record)
+            else:
+                visible: list[float] = []
+                for line in response.iter_lines(decode_unicode=True):
+                    if not line or not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    chunk = json.loads(line[6:])
+                    if "error" in chunk:
+                        record.error = str(chunk["error"])[:500]
+                        break
+                    deltas = [c.get("delta") or {} for c in chunk.get("choices", [])]
+                    now = time.monotonic()
+                    if first is None and deltas:
+                        first = now  # vLLM sends its first chunk (the role) with the first token
+                    if any(d.get("content") for d in deltas):
+                        visible.append(now)
+                    if deltas:
+                        last = now
+                    _read_usage(chunk, record)
+                if first is None and not record.error:
+                    record.error = "the stream carried no tokens"
+                if not record.output_tokens:
+                    record.output_tokens = len(visible)
+                record.gaps = token_gaps(first, last, visible, record.output_tokens)
+    except (requests.RequestException, ValueError) as error:
+        record.error = f"{type(error).__name__}: {error}"[:500]
+    connection.done()
+    record.e2e = time.monotonic() - start
+    if first is not None:
+        record.ttft = first - start
+    return record
+
+
+def token_gaps(first: float | None, last: float | None, visible: list[float], tokens: int) -> list[float]:
+    """The gaps between tokens. LiteLLM forwards only chunks with text, so when a
+    stream showed fewer chunks than it had tokens (tokens that decode to nothing,
+    as the local random-weight models emit), each visible gap is spread evenly
+    over the tokens it carried."""
+    if first is None or last is None or tokens < 2:
+        return []
+    times = [first, *[t for t in visible if t > first]]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    if len(gaps) >= tokens - 1:
+        return gaps
+    return [(last - first) / (tokens - 1)] * (tokens - 1)
+
+
+def _read_usage(message: dict, record: Record) -> None:
+    record.served_by = message.get("model") or record.served_by
+    usage = message.get("usage") or {}
+    if usage:
+        record.output_tokens = usage.get("completion_tokens") or 0
+        record.prompt_tokens = usage.get("prompt_tokens") or 0
+        details = usage.get("prompt_tokens_details") or {}
+        if details.get("cached_tokens") is not None:
+            record.cached_tokens = details["cached_tokens"]
+
+
+def report_to_locust(user: User, record: Record) -> None:
+    """Locust's own statistics and CSVs: end-to-end latency, and time to first token as its own type."""
+    name = f"{record.tenant}:{record.profile}"
+    failure = None if record.ok else Exception(f"HTTP {record.status}: {record.error[:120]}")
+    user.environment.events.request.fire(request_type="E2E", name=name, response_time=record.e2e * 1000,
+                                         response_length=record.output_tokens, exception=failure, context={})
+    if record.ttft is not None:
+        user.environment.events.request.fire(request_type="TTFT", name=name, response_time=record.ttft * 1000,
+                                             response_length=0, exception=None, context={})
+
+
+# --- users ----------------------------------------------------------------------------------
+
+
+def class_load(traffic: profiles.TrafficClass, stage: Stage) -> tuple[int, float]:
+    """(users of this class, seconds between one user's requests; 0 back to back) in a stage."""
+    load = stage.loads.get(traffic.tenant)
+    if load is None:
+        return 0, 0.0
+    users = max(1, round(load.users * traffic.share))
+    rate = load.rate * traffic.share
+    return users, (users / rate if rate else 0.0)
+
+
+class TenantUser(User):
+    """Sends one tenant's traffic of one profile while the stage gives it load;
+    idles otherwise. Arrivals are a Poisson process at the stage's rate."""
+
+    abstract = True
+    traffic: profiles.TrafficClass
+    counter: count
+
+    def on_start(self) -> None:
+        self.index = next(type(self).counter)
+        self.tenant = PLAN.tenant(self.traffic.tenant)
+        self.key = KEYS[self.tenant.name]
+        self.gateway = GATEWAYS[self.index % len(GATEWAYS)]
+        self.rng = random.Random(f"{self.traffic.name}:{self.index}")
+        self.connection = Connection()
+        self.next_at = 0.0
+
+    def on_stop(self) -> None:
+        self.connection.close()
+
+    @task
+    def one_request(self) -> None:
+        stage = current_stage()
+        users, interval = class_load(self.traffic, stage) if stage else (0, 0.0)
+        if self.index >= users:
+            gevent.sleep(0.25)
+            return
+        now = elapsed()
+        if interval:
+            if self.next_at == 0.0:
+                self.next_at = now + self.rng.uniform(0, interval)  # spread the users' first requests
+            if now < self.next_at:
+                gevent.sleep(min(self.next_at - now, 0.25))
+                return
+            self.next_at = max(self.next_at + self.rng.expovariate(1 / interval), now - interval)
+        entry = self.rng.choices(self.traffic.targets, weights=[t.share for t in self.traffic.targets])[0]
+        body = profiles.request_body(self.tenant, entry, self.rng, stream=True if SCENARIO.stream_all else None)
+        record = Record(self.tenant.name, self.tenant.tier, self.traffic.profile, entry.target, stage.name, now,
+                        body["stream"], 0, 0.0)
+        RECORDS.append(send(self.connection, self.gateway, self.key, body, record))
+        report_to_locust(self, record)
+        if record.status == 429 and not interval:
+            gevent.sleep(1.0)  # back to back, a refused client backs off instead of spinning
+
+
+class CacheProbeUser(User):
+    """The cache-isolation probes, one pair at a time: a fresh long prompt from
+    one tenant, then the same from the other, each to the same model. Each
+    tenant's probes stay within half its contract rate, so the probes never
+    spend a tenant's quota (the scenario's background load takes a quarter)."""
+
+    abstract = True
+    fixed_count = 1
+
+    def on_start(self) -> None:
+        self.connection = Connection()
+        self.rng = random.Random("cache-probes")
+        self.round = 0
+        self.next_allowed: dict[str, float] = {}
+
+    @task
+    def probe_pairs(self) -> None:
+        if current_stage() is None:
+            gevent.sleep(0.25)
+            return
+        self.round += 1
+        for first, second, model in SCENARIO.cache_probes:
+            pair = f"{first}/{second}/{model}/{self.round}"
+            prompt = f"probe {pair} " + profiles.words(self.rng, 300)  # fresh: its first words are new
+            for order, tenant_name in (("first", first), ("second", second)):
+                stage = current_stage()
+                if stage is None:
+                    return
+                tenant = PLAN.tenant(tenant_name)
+                while elapsed() < self.next_allowed.get(tenant.name, 0.0):
+                    gevent.sleep(0.1)
+                self.next_allowed[tenant.name] = elapsed() + 2 / contract_rate(tenant)
+                entry = TrafficPlan(model, model, None, 1.0, "chat", 0, 0)
+                body = profiles.request_body(tenant, entry, self.rng, stream=False, prompt=prompt)
+                body["max_tokens"] = 4
+                record = Record(tenant.name, tenant.tier, "cache-probe", model, stage.name, elapsed(), False, 0, 0.0,
+                                probe=f"{pair}:{order}")
+                RECORDS.append(send(self.connection, GATEWAYS[0], KEYS[tenant.name], body, record))
+                report_to_locust(self, record)
+            gevent.sleep(0.2)
+
+
+def _user_classes() -> dict[str, type[User]]:
+    classes: dict[str, type[User]] = {}
+    for traffic in profiles.traffic_classes(PLAN):
+        most = max(class_load(traffic, stage)[0] for stage in SCENARIO.stages)
+        if most:
+            name = "".join(part.capitalize() for part in traffic.name.replace("_", "-").split("-")) + "User"
+            classes[name] = type(name, (TenantUser,), {"traffic": traffic, "counter": count(),
+                                                       "fixed_count": most, "abstract": False})
+    if SCENARIO.cache_probes:
+        classes["CacheProbes"] = type("CacheProbes", (CacheProbeUser,), {"abstract": False})
+    return classes
+
+
+USER_CLASSES = _user_classes()
+globals().update(USER_CLASSES)  # Locust finds user classes among the module's names
+TOTAL_USERS = sum(cls.fixed_count for cls in USER_CLASSES.values())
+
+
+# --- the scenario's shape, and its actions ----------------------------------------------------
+
+
+def stop_engine(engine: str) -> None:
+    command = RUN.get("stop_engine_command")
+    entry = {"at": elapsed(), "action": f"stop engine {engine}", "result": "no command given (--stop-engine)"}
+    if command:
+        done = subprocess.run(shlex.split(command.format(engine=engine)), capture_output=True, text=True,
+                              check=False)
+        entry["result"] = f"exit {done.returncode} {(done.stdout + done.stderr).strip()[:200]}"
+    ACTIONS.append(entry)
+
+
+class GateShape(LoadTestShape):
+    """Every user is spawned at once and stays; the stage decides which of them send.
+    The run ends when the scenario's last stage does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stage_seen: str | None = None
+
+    def tick(self):
+        stage = current_stage()
+        if stage is None:
+            return None
+        if stage.name != self.stage_seen:
+            self.stage_seen = stage.name
+            ACTIONS.append({"at": elapsed(), "action": f"stage {stage.name}", "result": ""})
+            if stage.stop_engine:
+                gevent.spawn(stop_engine, stage.stop_engine)
+        return TOTAL_USERS, TOTAL_USERS
+
+
+@events.test_start.add_listener
+def _started(environment, **_kwargs) -> None:
+    STARTED["at"] = time.monotonic()
+
+
+@events.quitting.add_listener
+def _judge(environment, **_kwargs) -> None:
+    """Write what was measured and the verdict; the exit code is the verdict."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    write_records(OUT, RECORDS)
+    result = verdict(RECORDS, PLAN, SCENARIO)
+    (OUT / VERDICT_JSON).write_text(json.dumps({**result.to_dict(), "actions": ACTIONS,
+                                                "seconds": SCENARIO.seconds}, indent=1), encoding="utf-8")
+    environment.process_exit_code = 0 if result.passed else 1

@@ -1,0 +1,85 @@
+"""What one request of each traffic profile looks like.
+
+chat     short prompt from the tenant's typical length, streamed
+rag      a long prompt: a document shared by all the tenant's requests (a prefix
+         the engine can cache) and a question of its own, streamed
+batch    an extraction prompt, not streamed
+adapter  the tenant's LoRA adapter, shaped as the traffic entry's profile says
+
+Prompts are words from a fixed list, seeded, so a run is repeatable; the
+model's own count of prompt tokens comes back in the usage. Outputs run to
+exactly the tenant's typical length (`ignore_eos`, vLLM's own field), so
+token rates compare across runs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from tenantry.plan.model import Plan, TenantPlan, TrafficPlan
+
+# Words that are one token each for the local models' tokenizer (and for Llama's and GPT's), so a
+# prompt of N words is about N tokens plus the chat template.
+WORDS = "tenant gateway engine model adapter budget priority cache salt token prompt output request batch summary".split()
+RAG_DOCUMENT_SHARE = 0.75
+"""Of a RAG prompt, the share that is the tenant's shared document."""
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    """One Locust user class: a tenant's traffic of one profile, over its targets."""
+
+    tenant: str
+    profile: str
+    targets: tuple[TrafficPlan, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.tenant}-{self.profile}"
+
+    @property
+    def share(self) -> float:
+        return sum(t.share for t in self.targets)
+
+
+def traffic_classes(plan: Plan) -> list[TrafficClass]:
+    """A tenant's traffic entries grouped by profile; adapter traffic is its own class."""
+    classes = []
+    for tenant in plan.tenants:
+        grouped: dict[str, list[TrafficPlan]] = {}
+        for entry in tenant.traffic:
+            grouped.setdefault("adapter" if entry.adapter else entry.profile, []).append(entry)
+        classes += [TrafficClass(tenant.name, profile, tuple(entries)) for profile, entries in grouped.items()]
+    return classes
+
+
+def words(rng: random.Random, count: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(max(1, count)))
+
+
+def rag_document(tenant: str, length: int) -> str:
+    """The tenant's shared document: the same on every request of the run."""
+    return words(random.Random(f"rag:{tenant}"), int(length * RAG_DOCUMENT_SHARE))
+
+
+def request_body(tenant: TenantPlan, entry: TrafficPlan, rng: random.Random, stream: bool | None = None,
+                 prompt: str | None = None) -> dict:
+    """A chat completion for this tenant and traffic entry. `stream` overrides the
+    profile's choice; `prompt` replaces the generated one (cache probes)."""
+    length = tenant.typical_prompt_tokens
+    if tenant.max_prompt_tokens:
+        length = min(length, tenant.max_prompt_tokens - 32)  # room for the chat template
+    output = min(tenant.typical_output_tokens, tenant.max_output_tokens or tenant.typical_output_tokens)
+    if prompt is None:
+        if entry.profile == "rag":
+            prompt = rag_document(tenant.name, length) + "\nQuestion: " + words(rng, length - int(
+                length * RAG_DOCUMENT_SHARE))
+        else:
+            prompt = words(rng, length)
+    streamed = entry.profile != "batch" if stream is None else stream
+    body = {"model": entry.target, "messages": [{"role": "user", "content": prompt}], "max_tokens": output,
+            "temperature": 0, "ignore_eos": True, "stream": streamed}
+    if streamed:
+        body["stream_options"] = {"include_usage": True}
+    return body

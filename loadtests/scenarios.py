@@ -1,0 +1,209 @@
+"""What each scenario sends, stage by stage, decided from the Plan.
+
+A scenario is a list of stages; a stage gives each tenant a load (users, each
+with at most one request in flight, and the tenant's request rate) and may
+start with an action on the stack (stopping an engine). Loads are fractions
+and multiples of each tenant's contract (max_concurrency, rpm), so the same
+scenario means the same thing on the local stack and on an H100 cluster.
+`short` versions (CI) keep every scenario within two minutes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tenantry.plan.model import Plan, TenantPlan
+
+
+@dataclass(frozen=True)
+class Load:
+    users: int
+    """Concurrent users; each has at most one request in flight."""
+    rate: float
+    """The tenant's offered requests per second over all its users; 0: back to back."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    seconds: float
+    loads: dict[str, Load]
+    stop_engine: str | None = None
+    """Stop this engine as the stage starts (the gate restarts it after the run)."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    stages: tuple[Stage, ...]
+    checks: tuple[str, ...] = ()
+    """Scenario checks beyond each tenant's SLO (verdict.CHECKS)."""
+    not_judged: tuple[str, ...] = ()
+    """Tenants pushed beyond their contract on purpose: reported, not held to their SLO."""
+    stream_all: bool = False
+    """Stream every request, batch ones too, so that first tokens are timed exactly."""
+    cache_probes: tuple[tuple[str, str, str], ...] = ()
+    """(first tenant, second tenant, model): the same fresh prompt from one, then the other."""
+    subject: dict[str, str] = field(default_factory=dict)
+    """The tenants and engines a scenario is about (aggressor, victim, engine, ...)."""
+
+    @property
+    def seconds(self) -> float:
+        return sum(stage.seconds for stage in self.stages)
+
+    def stage_at(self, elapsed: float) -> Stage | None:
+        for stage in self.stages:
+            if elapsed < stage.seconds:
+                return stage
+            elapsed -= stage.seconds
+        return None
+
+
+class ScenarioError(ValueError):
+    """The stack has nothing this scenario can exercise (for example, no spot tenant)."""
+
+
+def contract_rate(tenant: TenantPlan) -> float:
+    """Requests per second the tenant's contract allows: its RPM, or its TPM at its
+    typical request (prompt and output), whichever binds first."""
+    tokens = tenant.typical_prompt_tokens + tenant.typical_output_tokens
+    return min(tenant.rpm, tenant.tpm / tokens) / 60
+
+
+def steady_load(tenant: TenantPlan) -> Load:
+    """Half the contract: half its concurrency (at least one user), half its rate."""
+    return Load(max(1, tenant.max_concurrency // 2), contract_rate(tenant) / 2)
+
+
+def _scaled(tenant: TenantPlan, factor: float) -> Load:
+    return Load(max(1, math.ceil(tenant.max_concurrency * factor)), contract_rate(tenant) * factor)
+
+
+def _of_tier(plan: Plan, tier: str) -> list[TenantPlan]:
+    return [t for t in plan.tenants if t.tier == tier]
+
+
+def _pick(plan: Plan, tier: str, scenario: str, name: str | None) -> TenantPlan:
+    if name:
+        return plan.tenant(name)
+    candidates = _of_tier(plan, tier)
+    if not candidates:
+        raise ScenarioError(f"scenario {scenario} needs a {tier} tenant; stack {plan.stack} has none "
+                            f"(or name one with --tenant)")
+    return candidates[0]
+
+
+def _guaranteed(plan: Plan, scenario: str) -> list[TenantPlan]:
+    tenants = _of_tier(plan, "guaranteed")
+    if not tenants:
+        raise ScenarioError(f"scenario {scenario} watches guaranteed tenants; stack {plan.stack} has none")
+    return tenants
+
+
+def steady(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    seconds = 60 if short else 300
+    return Scenario("steady", "every tenant at half its contract (concurrency and rate) at once",
+                    (Stage("steady", seconds, {t.name: steady_load(t) for t in plan.tenants}),))
+
+
+def noisy_neighbour(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    aggressor = _pick(plan, "spot", "noisy-neighbour", tenant)
+    victims = [t for t in _guaranteed(plan, "noisy-neighbour") if t.name != aggressor.name]
+    alone = {t.name: steady_load(t) for t in victims}
+    flood = {**alone, aggressor.name: _scaled(aggressor, 5)}
+    seconds = (30, 60) if short else (120, 240)
+    return Scenario(
+        "noisy-neighbour", f"{aggressor.name} floods at 5x its contract (concurrency and rate) while the guaranteed "
+        "tenants run steady, first alone",
+        (Stage("alone", seconds[0], alone), Stage("flood", seconds[1], flood)),
+        not_judged=(aggressor.name,), subject={"aggressor": aggressor.name})
+
+
+def over_quota(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    over = _pick(plan, "best-effort", "over-quota", tenant)
+    loads = {t.name: steady_load(t) for t in plan.tenants}
+    loads[over.name] = Load(2 * over.max_concurrency, 0)  # back to back: over its concurrency, and its rate
+    # RPM windows are a minute long: the long version crosses several.
+    seconds = 75 if short else 240
+    return Scenario("over-quota", f"{over.name} with twice its concurrency, back to back; everyone else steady",
+                    (Stage("over-quota", seconds, loads),), checks=("over-quota",), not_judged=(over.name,),
+                    subject={"over": over.name})
+
+
+def priority_ordering(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    spot = _pick(plan, "spot", "priority-ordering", tenant)
+    guaranteed = _guaranteed(plan, "priority-ordering")
+    fill = {spot.name: Load(5 * spot.max_concurrency, 0)}
+    contend = {**fill, **{t.name: Load(t.max_concurrency, contract_rate(t) * 0.8) for t in guaranteed}}
+    seconds = (15, 60) if short else (30, 240)
+    return Scenario("priority-ordering", f"{spot.name} keeps the engines saturated back to back; the guaranteed "
+                    "tenants arrive at their full concurrency",
+                    (Stage("fill", seconds[0], fill), Stage("contend", seconds[1], contend)),
+                    checks=("priority-ordering",), not_judged=(spot.name,), stream_all=True,
+                    subject={"spot": spot.name})
+
+
+def engine_failure(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    _guaranteed(plan, "engine-failure")
+    if not plan.gateway.fallbacks:
+        raise ScenarioError(f"scenario engine-failure needs a gateway fallback; stack {plan.stack} has none")
+    fallback = plan.gateway.fallbacks[0]
+    loads = {t.name: steady_load(t) for t in plan.tenants}
+    seconds = (30, 75) if short else (120, 240)
+    return Scenario("engine-failure", f"engine {fallback.model} stops mid-run; {', '.join(fallback.to)} must serve",
+                    (Stage("before", seconds[0], loads), Stage("failed", seconds[1], loads, fallback.model)),
+                    checks=("fallback-served",), subject={"engine": fallback.model, "fallback": ",".join(fallback.to)})
+
+
+def cache_isolation(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    probes = []
+    for engine in plan.engines:
+        callers = [t for t in plan.tenants if engine.name in t.models]
+        for first in callers:
+            for second in callers:
+                # Same salt: one tenant twice, or two tenants sharing a salt. Different: every other pair once.
+                if first.name == second.name or first.name < second.name or first.cache_salt == second.cache_salt:
+                    probes.append((first.name, second.name, engine.name))
+    if not any(plan.tenant(a).cache_salt != plan.tenant(b).cache_salt for a, b, _ in probes):
+        raise ScenarioError(f"scenario cache-isolation needs two tenants with different cache salts on one engine; "
+                            f"stack {plan.stack} has none")
+    background = {t.name: Load(1, contract_rate(t) / 4) for t in plan.tenants}
+    return Scenario("cache-isolation", "the same fresh long prompt from one tenant and then another (or the same): "
+                    "a prefix-cache hit only where the salts match, under light background traffic",
+                    (Stage("probes", 45 if short else 120, background),), checks=("cache-isolation",),
+                    cache_probes=tuple(probes))
+
+
+RAMP_STEPS = (0.25, 0.5, 1.0, 1.5, 2.0)
+
+
+def ramp(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    _guaranteed(plan, "ramp")
+    seconds = 20 if short else 60
+    stages = tuple(Stage(f"x{step:g}", seconds, {t.name: _scaled(t, step) for t in plan.tenants})
+                   for step in RAMP_STEPS)
+    return Scenario("ramp", "every tenant from a quarter of its contract to twice it, in steps: where does the "
+                    "first guaranteed SLO break?", stages, checks=("ramp",),
+                    not_judged=tuple(t.name for t in plan.tenants))
+
+
+SCENARIOS: dict[str, Callable[[Plan, bool, str | None], Scenario]] = {
+    "steady": steady,
+    "noisy-neighbour": noisy_neighbour,
+    "over-quota": over_quota,
+    "priority-ordering": priority_ordering,
+    "engine-failure": engine_failure,
+    "cache-isolation": cache_isolation,
+    "ramp": ramp,
+}
+
+
+def scenario(name: str, plan: Plan, short: bool = False, tenant: str | None = None) -> Scenario:
+    if name not in SCENARIOS:
+        raise ScenarioError(f"no scenario named '{name}'; choose one of: {', '.join(SCENARIOS)}")
+    if tenant and tenant not in {t.name for t in plan.tenants}:
+        raise ScenarioError(f"--tenant {tenant}: stack {plan.stack} has no such tenant")
+    return SCENARIOS[name](plan, short, tenant)

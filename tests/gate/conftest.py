@@ -1,0 +1,70 @@
+"""The SLO gate against a real local stack of stacks/local.yaml (the stack
+`make local` runs), in a directory and on ports of its own, started once for
+these tests and stopped after them. Each scenario runs in its short (CI)
+version through `tenantry gate`, exactly as QA runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tenantry.local import stack as local
+from tenantry.local.layout import DEFAULT_DIR, Layout
+
+ROOT = Path(__file__).resolve().parents[2]
+STACK = ROOT / "stacks" / "local.yaml"
+PORT_BASE = int(os.environ.get("TENANTRY_GATE_TEST_PORT_BASE", "19500"))
+TENANTRY = Path(sys.executable).parent / "tenantry"
+
+
+@dataclass
+class GateRun:
+    exit_code: int
+    output: str
+    directory: Path
+
+    def verdict(self, run: str = "") -> dict:
+        return json.loads((self.directory / run / "verdict.json").read_text())
+
+    def tenant(self, name: str, run: str = "") -> dict:
+        return self.verdict(run)["tenants"][name]
+
+    def check(self, name: str, run: str = "") -> dict:
+        return next(c for c in self.verdict(run)["checks"] if c["name"] == name)
+
+
+@pytest.fixture(scope="package")
+def gate_stack() -> Layout:
+    root = DEFAULT_DIR / "gate-stack"
+    layout = Layout.from_environment(root, PORT_BASE)
+    local.down(layout, purge=True, progress=lambda _: None)
+    lines: list[str] = []
+    try:
+        local.up(str(STACK), layout, progress=lines.append)
+    except local.LocalStackError as error:
+        local.down(layout, progress=lines.append)
+        pytest.fail(f"the gate's local stack did not start: {error}\n" + "\n".join(lines))
+    yield layout
+    leftover = local.down(layout, purge=True, progress=lines.append)
+    assert leftover == [], f"processes survived supervisor's shutdown and were killed: {leftover}"
+
+
+@pytest.fixture
+def gate(gate_stack: Layout, tmp_path: Path):
+    def run(scenario: str, *extra: str) -> GateRun:
+        out = tmp_path / scenario
+        done = subprocess.run([str(TENANTRY), "gate", str(STACK), "--scenario", scenario, "--short", "--out", str(out),
+                               "--dir", str(gate_stack.root), "--port-base", str(gate_stack.port_base), *extra],
+                              capture_output=True, text=True, timeout=900, check=False,
+                              env={**os.environ, "COLUMNS": "200"})
+        output = done.stdout + done.stderr
+        print(output)  # shown when a test fails
+        return GateRun(done.returncode, output, out)
+
+    return run

@@ -1,0 +1,93 @@
+"""Every scenario's short version against the real local stack, with the
+verdict it must reach there."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.gate.test_report import assert_renders
+
+pytestmark = pytest.mark.slow
+
+
+def test_steady_mix_passes_every_tenant(gate):
+    run = gate("steady")
+    assert run.exit_code == 0, run.output
+    for name in ("acme", "globex", "initech"):
+        tenant = run.tenant(name)
+        assert tenant["passed"] is True and tenant["succeeded"] > 0, tenant
+        assert tenant["ttft_p95"] is not None and tenant["goodput"] > 0
+    assert run.tenant("acme")["quota_429"] == 0
+    assert re.search(r"acme\s+.*guaranteed.*PASS", run.output)  # the per-tenant table
+
+
+def test_noisy_neighbour_passes_with_the_policy_and_reports_both_side_by_side(gate, tmp_path):
+    run = gate("noisy-neighbour", "--side-by-side")
+    assert run.exit_code == 0, run.output  # the policy-on verdict
+    on, off = run.verdict("policy-on"), run.verdict("policy-off")
+    assert on["passed"] is True
+    assert on["tenants"]["acme"]["passed"] is True and on["tenants"]["initech"]["passed"] is None  # not judged
+    flood = on["stages"]["flood"]
+    assert flood["initech"]["requests"] > flood["acme"]["requests"]  # the flood really ran
+    assert flood["initech"]["quota_429"] + flood["initech"]["shed_429"] > 0  # and was pushed back
+    assert off["stages"]["flood"]["initech"]["requests"] > 0
+    assert "with the policy" in run.output and "without" in run.output  # the comparison printed
+    report = (run.directory / "report.html").read_text()
+    assert "What tenantry&#x27;s policy changes" in report or "What tenantry's policy changes" in report
+    assert "plain LiteLLM (no policy, FCFS)" in report
+    assert_renders(run.directory / "report.html", tmp_path, figures=6)
+
+
+def test_over_quota_tenant_gets_429s_and_nobody_else(gate):
+    run = gate("over-quota")
+    assert run.exit_code == 0, run.output
+    check = run.check("over-quota")
+    assert check["passed"], check
+    assert run.tenant("globex")["quota_429"] > 0
+    assert run.tenant("acme")["quota_429"] == run.tenant("acme")["shed_429"] == 0
+    assert run.tenant("initech")["quota_429"] == 0
+
+
+def test_priority_ordering_under_a_saturating_spot_tenant(gate):
+    run = gate("priority-ordering")
+    assert run.exit_code == 0, run.output
+    check = run.check("priority-ordering")
+    assert check["passed"], check
+    assert run.tenant("acme")["passed"] is True
+
+
+def test_engine_failure_mid_run_is_served_by_the_fallback(gate):
+    run = gate("engine-failure")
+    assert run.exit_code == 0, run.output
+    check = run.check("fallback-served")
+    assert check["passed"], check
+    assert run.tenant("acme")["passed"] is True  # within its error SLO
+    assert "engine tiny started again and healthy" in run.output
+    actions = [a["action"] for a in run.verdict()["actions"]]
+    assert "stop engine tiny" in actions
+
+
+def test_cache_isolation_hits_only_where_salts_match(gate):
+    run = gate("cache-isolation")
+    assert run.exit_code == 0, run.output
+    check = run.check("cache-isolation")
+    assert check["passed"], check
+    assert re.search(r"\d+ probe pairs: [1-9]\d* hits where the salts match, [1-9]\d* misses", check["detail"])
+
+
+def test_ramp_reports_where_the_first_guaranteed_slo_breaks(gate):
+    run = gate("ramp")
+    check = run.check("ramp")
+    assert run.exit_code == (0 if check["passed"] else 1), run.output
+    assert check["passed"], check  # the local stack holds acme's SLO up to its contract
+    assert set(run.verdict()["stages"]) == {"x0.25", "x0.5", "x1", "x1.5", "x2"}
+
+
+def test_a_bad_invocation_is_a_clear_error_not_a_traceback(gate):
+    run = gate("noisy")
+    assert run.exit_code == 2 and "no scenario named 'noisy'; choose one of: steady" in run.output
+    assert "Traceback" not in run.output
+    run = gate("steady", "--gateway", "http://127.0.0.1:1")
+    assert run.exit_code == 2 and "--gateway and --keys go together" in run.output

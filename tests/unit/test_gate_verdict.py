@@ -1,0 +1,217 @@
+"""The gate's verdict, scenario by scenario, on requests made up here: every
+path that passes or fails a tenant or a check."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from loadtests.profiles import request_body, traffic_classes
+from loadtests.records import Record, read_records, write_records
+from loadtests.scenarios import SCENARIOS, ScenarioError, scenario
+from loadtests.verdict import percentile, priority_inversions, verdict
+from tenantry.stacks import plan_stack
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return plan_stack(ROOT / "stacks" / "local.yaml")
+
+
+def request(tenant: str, tier: str, sent: float, ttft: float | None = 0.1, status: int = 200, gaps=(0.02,) * 9,
+            error: str = "", target: str = "tiny", streamed: bool = True, **extra) -> Record:
+    e2e = (ttft or 0) + sum(gaps)
+    return Record(tenant, tier, "chat", target, "steady", sent, streamed, status, e2e, ttft if status == 200 else None,
+                  list(gaps) if status == 200 else [], 10 if status == 200 else 0, 50, error=error, **extra)
+
+
+def steady_records(count: int = 40) -> list[Record]:
+    return [request(t, tier, i * 0.5) for i in range(count)
+            for t, tier in (("acme", "guaranteed"), ("globex", "best-effort"), ("initech", "spot"))]
+
+
+def test_percentile_interpolates_like_numpy():
+    assert percentile([1, 2, 3, 4], 0.5) == 2.5
+    assert percentile(list(range(101)), 0.95) == 95
+    assert percentile([], 0.95) is None
+
+
+def test_steady_run_within_every_slo_passes(plan):
+    result = verdict(steady_records(), plan, scenario("steady", plan, short=True))
+    assert result.passed
+    assert {f.passed for f in result.tenants.values()} == {True}
+    acme = result.tenants["acme"]
+    assert acme.requests == 40 and acme.ttft_p95 == pytest.approx(0.1) and acme.itl_p95 == pytest.approx(0.02)
+    assert acme.goodput == pytest.approx(40 / 60)
+
+
+def test_slow_first_tokens_fail_the_tenant_with_the_figure_and_the_target(plan):
+    records = steady_records()
+    records += [request("acme", "guaranteed", 30 + i, ttft=2.5) for i in range(10)]
+    result = verdict(records, plan, scenario("steady", plan, short=True))
+    assert not result.passed
+    assert result.tenants["acme"].reasons == ["p95 time to first token 2500 ms > 2000 ms"]
+    assert result.tenants["globex"].passed
+
+
+def test_slow_tokens_fail_on_inter_token_latency(plan):
+    records = steady_records() + [request("globex", "best-effort", 1, gaps=(0.9,) * 20)]
+    result = verdict(records, plan, scenario("steady", plan, short=True))
+    assert "p95 inter-token latency 900 ms > 400 ms" in result.tenants["globex"].reasons
+
+
+def test_errors_count_but_a_tenants_own_429s_do_not(plan):
+    records = steady_records()
+    records += [request("globex", "best-effort", 2, status=429, error="Rate limit exceeded") for _ in range(30)]
+    records += [request("globex", "best-effort", 2, status=429, error="engine tiny saturated (3 waiting, KV "
+                        "cache 10%): best-effort traffic above reservations paused") for _ in range(5)]
+    result = verdict(records, plan, scenario("steady", plan, short=True))
+    globex = result.tenants["globex"]
+    assert globex.passed and globex.errors == 0 and globex.quota_429 == 30 and globex.shed_429 == 5
+    records += [request("globex", "best-effort", 3, status=502, error="bad gateway") for _ in range(3)]
+    globex = verdict(records, plan, scenario("steady", plan, short=True)).tenants["globex"]
+    assert not globex.passed and globex.errors == 3 and "error rate 7.0% > 5.0% (3 of 43)" in globex.reasons
+
+
+def test_a_guaranteed_tenant_refused_by_admission_is_an_error(plan):
+    records = steady_records() + [request("acme", "guaranteed", 5, status=429,
+                                          error="engine tiny: all 4 unreserved slots are busy; guaranteed traffic waits")]
+    acme = verdict(records, plan, scenario("steady", plan, short=True)).tenants["acme"]
+    assert acme.errors == 1 and not acme.passed
+
+
+def test_a_tenant_that_got_nothing_through_fails(plan):
+    records = [r for r in steady_records() if r.tenant != "initech"]
+    records += [request("initech", "spot", 1, status=0, error="ConnectionError")]
+    initech = verdict(records, plan, scenario("steady", plan, short=True)).tenants["initech"]
+    assert not initech.passed and initech.reasons[0] == "no request succeeded (1 sent)"
+
+
+def test_nothing_measured_never_passes(plan):
+    assert not verdict([], plan, scenario("steady", plan, short=True)).passed
+
+
+def test_noisy_neighbour_judges_the_victims_not_the_aggressor(plan):
+    noisy = scenario("noisy-neighbour", plan, short=True)
+    assert noisy.subject["aggressor"] == "initech"
+    flood = noisy.stages[1].loads["initech"]
+    # 5x concurrency 4; 5x its rate: 600 RPM, or 120,000 TPM at 300 + 128 tokens a request, whichever binds
+    assert (flood.users, flood.rate) == (20, pytest.approx(5 * min(600, 120_000 / 428) / 60))
+    records = [r for r in steady_records() if r.tenant == "acme"]
+    records += [request("initech", "spot", 35, ttft=60) for _ in range(5)]
+    result = verdict(records, plan, noisy)
+    assert result.passed and result.tenants["initech"].passed is None
+    assert result.tenants["globex"].judged is False  # no load in this scenario
+
+
+def test_over_quota_passes_only_when_the_429s_are_the_over_tenants(plan):
+    over = scenario("over-quota", plan, short=True)
+    records = steady_records() + [request("globex", "best-effort", 9, status=429, error="Rate limit reached")]
+    assert verdict(records, plan, over).passed
+    check = verdict(steady_records(), plan, over).checks[0]
+    assert not check.passed and "globex went over its quota and got no 429" in check.detail
+    records.append(request("acme", "guaranteed", 9, status=429, error="tenant acme has 4 requests in flight, "
+                           "its limit is 4"))
+    check = verdict(records, plan, over).checks[0]
+    assert not check.passed and "acme 1" in check.detail
+
+
+def test_priority_inversion_needs_both_queued_and_the_lower_tier_first(plan):
+    gaps = (0.05,) * 10
+    spot_first = request("initech", "spot", 0.0, ttft=3.0, gaps=gaps)      # queued until 3.0 s
+    acme_later = request("acme", "guaranteed", 1.0, ttft=1.0, gaps=gaps)   # first token at 2.0 s: in order
+    assert priority_inversions([spot_first, acme_later], plan) == (1, [])
+    acme_overtaken = request("acme", "guaranteed", 1.0, ttft=4.0, gaps=gaps)  # first token at 5.0 s: after spot's
+    pairs, inversions = priority_inversions([spot_first, acme_overtaken], plan)
+    assert pairs == 1 and inversions == [(acme_overtaken, spot_first)]
+    already_running = request("initech", "spot", 0.9, ttft=0.15, gaps=gaps)  # first token 0.15 s after acme came
+    assert priority_inversions([already_running, acme_overtaken], plan) == (0, [])
+    result = verdict([spot_first, acme_overtaken], plan, scenario("priority-ordering", plan, short=True))
+    assert not result.checks[0].passed and "1 of 1 queued pairs out of order" in result.checks[0].detail
+
+
+def test_engine_failure_needs_answers_from_the_fallback(plan):
+    failure = scenario("engine-failure", plan, short=True)
+    assert failure.stages[1].stop_engine == "tiny" and failure.subject["fallback"] == "micro"
+    records = steady_records()
+    check = verdict(records, plan, failure).checks[0]
+    assert not check.passed
+    records.append(request("acme", "guaranteed", 50, served_by="micro"))
+    check = verdict(records, plan, failure).checks[0]
+    assert check.passed and "1 of" in check.detail
+
+
+def test_cache_isolation_expects_hits_exactly_where_salts_match(plan):
+    probes = scenario("cache-isolation", plan, short=True)
+    pairs = {(a, b) for a, b, model in probes.cache_probes if model == "tiny"}
+    assert ("acme", "acme") in pairs and ("acme", "globex") in pairs and ("acme", "initech") in pairs
+
+    def probe(first, second, cached):
+        return request(second, "x", 1, probe=f"{first}/{second}/tiny/1:second", cached_tokens=cached)
+
+    good = [probe("acme", "acme", 288), probe("acme", "globex", 0), probe("initech", "initech", 288)]
+    assert verdict(good, plan, probes).checks[0].passed
+    leaked = [*good, probe("acme", "initech", 64)]
+    check = verdict(leaked, plan, probes).checks[0]
+    assert not check.passed and "initech after acme on tiny: 64 cached tokens (different salt)" in check.detail
+    blind = [probe("acme", "acme", None)]
+    assert "report no cached tokens" in verdict(blind, plan, probes).checks[0].detail
+
+
+def test_ramp_fails_only_when_a_guaranteed_slo_breaks_within_the_contract(plan):
+    ramp = scenario("ramp", plan, short=True)
+    starts = {}
+    elapsed = 0.0
+    for stage in ramp.stages:
+        starts[stage.name] = elapsed
+        elapsed += stage.seconds
+    fine = [request("acme", "guaranteed", starts[s.name] + 1) for s in ramp.stages]
+    breaks_late = fine + [request("acme", "guaranteed", starts["x2"] + 2, ttft=9.0)]
+    check = verdict(breaks_late, plan, ramp).checks[0]
+    assert check.passed and "first guaranteed SLO broke at x2" in check.detail
+    breaks_early = fine + [request("acme", "guaranteed", starts["x0.5"] + 2, ttft=9.0)]
+    assert not verdict(breaks_early, plan, ramp).checks[0].passed
+
+
+def test_every_scenario_builds_for_the_local_stack_and_short_ones_fit_two_minutes(plan):
+    for name in SCENARIOS:
+        assert scenario(name, plan, short=True).seconds <= 120, name
+        assert scenario(name, plan).seconds > scenario(name, plan, short=True).seconds
+
+
+def test_scenarios_refuse_what_they_cannot_run(plan):
+    with pytest.raises(ScenarioError, match="no scenario named 'noisy'"):
+        scenario("noisy", plan)
+    with pytest.raises(ScenarioError, match="--tenant nobody: stack local has no such tenant"):
+        scenario("steady", plan, tenant="nobody")
+    no_spot = dataclasses.replace(plan, tenants=tuple(t for t in plan.tenants if t.tier != "spot"))
+    with pytest.raises(ScenarioError, match="needs a spot tenant"):
+        scenario("noisy-neighbour", no_spot)
+
+
+def test_traffic_classes_and_requests_follow_the_spec(plan):
+    classes = {c.name: c for c in traffic_classes(plan)}
+    assert set(classes) == {"acme-chat", "acme-adapter", "globex-adapter", "globex-chat", "initech-batch"}
+    assert classes["globex-chat"].share == pytest.approx(0.4)
+    import random
+
+    initech = plan.tenant("initech")
+    body = request_body(initech, initech.traffic[0], random.Random(1))
+    assert body["stream"] is False and body["max_tokens"] == 128 and body["ignore_eos"] is True
+    globex = plan.tenant("globex")
+    rag = request_body(globex, globex.traffic[0], random.Random(1))
+    other = request_body(globex, globex.traffic[0], random.Random(2))
+    prompt, again = rag["messages"][0]["content"], other["messages"][0]["content"]
+    assert prompt.split("\nQuestion: ")[0] == again.split("\nQuestion: ")[0]  # the shared document
+    assert prompt != again and rag["stream"] is True
+
+
+def test_records_round_trip(tmp_path):
+    records = steady_records(2)
+    write_records(tmp_path, records)
+    assert read_records(tmp_path) == records
+    assert (tmp_path / "requests.csv").read_text().startswith("tenant,tier,profile,target,stage,sent")
