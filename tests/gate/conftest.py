@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,16 +56,35 @@ def gate_stack() -> Layout:
     assert leftover == [], f"processes survived supervisor's shutdown and were killed: {leftover}"
 
 
+def crashes(layout: Layout) -> list[str]:
+    """Processes of the stack that died of a signal, as supervisord logged them."""
+    log = layout.logs / "supervisord.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [line for line in text.splitlines() if "terminated by SIG" in line]
+
+
 @pytest.fixture
 def gate(gate_stack: Layout, tmp_path: Path):
+    """Runs `tenantry gate` against the test stack. LiteLLM (upstream, 1.108.7) has
+    segfaulted inside libpython twice in two days of runs on these machines; the
+    gate rightly fails a run that loses its gateway, so a run during which a
+    stack process died of a signal is run once more, and the crash reported."""
+
     def run(scenario: str, *extra: str) -> GateRun:
-        out = tmp_path / scenario
-        done = subprocess.run([str(TENANTRY), "gate", str(STACK), "--scenario", scenario, "--short", "--out", str(out),
-                               "--dir", str(gate_stack.root), "--port-base", str(gate_stack.port_base), *extra],
-                              capture_output=True, text=True, timeout=900, check=False,
-                              env={**os.environ, "COLUMNS": "200"})
-        output = done.stdout + done.stderr
-        print(output)  # shown when a test fails
-        return GateRun(done.returncode, output, out)
+        for attempt in (1, 2):
+            out = tmp_path / f"{scenario}-{attempt}" if attempt > 1 else tmp_path / scenario
+            before = crashes(gate_stack)
+            done = subprocess.run([str(TENANTRY), "gate", str(STACK), "--scenario", scenario, "--short", "--out",
+                                   str(out), "--dir", str(gate_stack.root), "--port-base", str(gate_stack.port_base),
+                                   *extra], capture_output=True, text=True, timeout=900, check=False,
+                                  env={**os.environ, "COLUMNS": "200"})
+            output = done.stdout + done.stderr
+            print(output)  # shown when a test fails
+            died = crashes(gate_stack)[len(before):]
+            if not died or attempt == 2:
+                return GateRun(done.returncode, output, out)
+            warnings.warn(f"scenario {scenario} ran while a stack process crashed; running it again: {died}",
+                          stacklevel=2)
+        raise AssertionError("unreachable")
 
     return run
