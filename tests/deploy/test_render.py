@@ -93,7 +93,8 @@ def test_gateway_config_is_rendered_from_the_plan(rendered):
             assert params["api_base"] == f"http://{engine.name}.{plan.platform.namespace}.svc:8000/v1"
             assert params["input_cost_per_token"] == pytest.approx(engine.tokens.usd_per_1k_input_tokens / 1000)
             assert params["output_cost_per_token"] == pytest.approx(engine.tokens.usd_per_1k_output_tokens / 1000)
-    assert config["router_settings"]["fallbacks"] == [{f.model: list(f.to)} for f in plan.gateway.fallbacks]
+    assert config["router_settings"]["fallbacks"] == [{m: list(f.to)} for f in plan.gateway.fallbacks
+                                                      for m in (f.model, *f.adapters)]
     assert config["litellm_settings"]["callbacks"] == ["prometheus", POLICY_CALLBACK]
     assert config["general_settings"]["master_key"] == "os.environ/LITELLM_MASTER_KEY"
     assert "tenant_policy.py" in config_map["data"]
