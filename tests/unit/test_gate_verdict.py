@@ -51,10 +51,10 @@ def test_steady_run_within_every_slo_passes(plan):
 
 def test_slow_first_tokens_fail_the_tenant_with_the_figure_and_the_target(plan):
     records = steady_records()
-    records += [request("acme", "guaranteed", 30 + i, ttft=2.5) for i in range(10)]
+    records += [request("acme", "guaranteed", 30 + i, ttft=4.0) for i in range(10)]
     result = verdict(records, plan, scenario("steady", plan, short=True))
     assert not result.passed
-    assert result.tenants["acme"].reasons == ["p95 time to first token 2500 ms > 2000 ms"]
+    assert result.tenants["acme"].reasons == ["p95 time to first token 4000 ms > 3500 ms"]
     assert result.tenants["globex"].passed
 
 
