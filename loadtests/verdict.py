@@ -23,12 +23,13 @@ from tenantry.plan.model import Plan, TenantPlan
 SHED_MESSAGE = re.compile(r"saturated|unreserved slots|load unknown|slots were taken|admission state unavailable")
 """The tenant-policy plugin's 429s for capacity; every other 429 is the tenant's own quota."""
 MIN_QUEUED_SECONDS = 0.25
-ORDER_TOLERANCE_SECONDS = 1.5
+ORDER_TOLERANCE_SECONDS = 2.0
 """First tokens closer than this are not ordered: the front ends (LiteLLM, vLLM's API server)
-deliver with that much jitter on a busy machine (on the local stack's two cores, a priority-0
-request straight to vLLM took 0.05 to 1.3 s to its first token during a spot flood, with
+deliver with that much jitter on a busy machine (on the local stack's two cores: up to 1.6 s
+between a spot and a guaranteed request sent within 10 ms of each other, and a priority-0
+request straight to vLLM took 0.05 to 1.3 s to its first token during a spot flood with
 nothing queued). First come first served keeps a guaranteed request 4 to 6.5 s behind
-queued spot requests there, well beyond it."""
+queued spot requests there, beyond it."""
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -125,7 +125,7 @@ def test_priority_inversion_needs_both_queued_and_the_lower_tier_first(plan):
     spot_first = request("initech", "spot", 0.0, ttft=3.0, gaps=gaps)      # queued until 3.0 s
     acme_later = request("acme", "guaranteed", 1.0, ttft=1.0, gaps=gaps)   # first token at 2.0 s: in order
     assert priority_inversions([spot_first, acme_later], plan) == (1, [])
-    acme_overtaken = request("acme", "guaranteed", 1.0, ttft=4.0, gaps=gaps)  # first token at 5.0 s: after spot's
+    acme_overtaken = request("acme", "guaranteed", 1.0, ttft=6.0, gaps=gaps)  # first token at 7.0 s: 4 s after spot's
     pairs, inversions = priority_inversions([spot_first, acme_overtaken], plan)
     assert pairs == 1 and inversions == [(acme_overtaken, spot_first)]
     already_running = request("initech", "spot", 0.9, ttft=0.15, gaps=gaps)  # first token 0.15 s after acme came
