@@ -28,6 +28,7 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from loadtests.report import ttft_comparison  # noqa: E402
 from loadtests.run import gate  # noqa: E402
 from tenantry.local import stack as local  # noqa: E402
 from tenantry.local.layout import DEFAULT_DIR, Layout  # noqa: E402
@@ -50,12 +51,10 @@ def main() -> None:
             gate(str(stack), "noisy-neighbour", gateway=None, keys=None, out=str(out), short=not args.full,
                  tenant=None, side_by_side=True, stop_engine=None, layout=layout, console=console)
             on, off = (json.loads((out / run / "verdict.json").read_text()) for run in ("policy-on", "policy-off"))
-            for tenant, figures in on["stages"]["flood"].items():
-                if figures["tier"] != "guaranteed":
-                    continue
-                rows.append((repeat, tenant, on["stages"]["alone"][tenant]["ttft_p95"],
-                             off["stages"]["alone"][tenant]["ttft_p95"], figures["ttft_p95"],
-                             off["stages"]["flood"][tenant]["ttft_p95"]))
+            pairs = {(stage, tenant): (a, b) for stage, tenant, tier, a, b in ttft_comparison(on, off)
+                     if tier == "guaranteed"}
+            rows += [(repeat, tenant, *pairs[("alone", tenant)], *pairs[("flood", tenant)])
+                     for stage, tenant in pairs if stage == "flood"]
         print("\nguaranteed tenant's p95 time to first token (ms)")
         print(f"{'repeat':<7} {'tenant':<10} {'alone, policy':>14} {'alone, plain':>13} {'flood, policy':>14} "
               f"{'flood, plain':>13} {'flood ratio':>12} {'flood/alone (policy)':>21}")

@@ -150,19 +150,26 @@ def _run_section(view: RunView, include_js: bool, base: Path) -> str:
             f"<div class='plots'>{''.join(plots)}</div><p>CSVs: {csvs or '—'}</p></section>")
 
 
+def ttft_comparison(on: dict, off: dict) -> list[tuple[str, str, str, float | None, float | None]]:
+    """(stage, tenant, tier, p95 TTFT with, without) for each judged tenant and stage of two
+    verdicts of the same scenario: what the side-by-side, its table and the benchmark show."""
+    rows = []
+    for stage, tenants in on["stages"].items():
+        for name, figures in tenants.items():
+            other = off["stages"].get(stage, {}).get(name)
+            if figures["judged"] and other is not None:
+                rows.append((stage, name, figures["tier"], figures["ttft_p95"], other["ttft_p95"]))
+    return rows
+
+
 def _comparison(views: list[RunView]) -> str:
     """Each judged tenant's p95 time to first token per stage, policy on against off, and the ratio."""
     on, off = views
     rows = []
-    for stage, tenants in on.verdict["stages"].items():
-        for name, figures in tenants.items():
-            other = off.verdict["stages"].get(stage, {}).get(name)
-            if not figures["judged"] or other is None:
-                continue
-            a, b = figures["ttft_p95"], other["ttft_p95"]
-            ratio = f"{a / b:.2f}x" if a and b else "—"
-            rows.append(f"<tr><td>{html.escape(stage)}</td><td>{html.escape(name)}</td><td>{figures['tier']}</td>"
-                        f"<td>{_ms(a)}</td><td>{_ms(b)}</td><td>{ratio}</td></tr>")
+    for stage, name, tier, a, b in ttft_comparison(on.verdict, off.verdict):
+        ratio = f"{a / b:.2f}x" if a and b else "—"
+        rows.append(f"<tr><td>{html.escape(stage)}</td><td>{html.escape(name)}</td><td>{tier}</td>"
+                    f"<td>{_ms(a)}</td><td>{_ms(b)}</td><td>{ratio}</td></tr>")
     return ("<section><h2>What tenantry's policy changes</h2><table><tr><th>stage</th><th>tenant</th><th>tier</th>"
             f"<th>TTFT p95 ms, {html.escape(on.label)}</th><th>TTFT p95 ms, {html.escape(off.label)}</th>"
             "<th>ratio</th></tr>" + "".join(rows) + "</table></section>")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtests.records import RUN_JSON, VERDICT_JSON, read_records
-from loadtests.report import RunView, write_report
+from loadtests.report import RunView, ttft_comparison, write_report
 from loadtests.scenarios import Scenario
 from tenantry.local import stack as local
 from tenantry.local.layout import HOST, Layout, State
@@ -205,13 +205,10 @@ def print_verdict(view: RunView, console) -> None:
 
 
 def print_comparison(on: RunView, off: RunView, console) -> None:
-    for stage, tenants in on.verdict["stages"].items():
-        for name, figures in tenants.items():
-            other = off.verdict["stages"].get(stage, {}).get(name)
-            if figures["judged"] and other and figures["ttft_p95"] and other["ttft_p95"]:
-                console.print(f"  {stage:<10} {name:<12} TTFT p95 {figures['ttft_p95'] * 1000:8,.0f} ms with the "
-                              f"policy, {other['ttft_p95'] * 1000:8,.0f} ms without: "
-                              f"{figures['ttft_p95'] / other['ttft_p95']:.2f}x", highlight=False)
+    for stage, name, _tier, a, b in ttft_comparison(on.verdict, off.verdict):
+        if a and b:
+            console.print(f"  {stage:<10} {name:<12} TTFT p95 {a * 1000:8,.0f} ms with the policy, "
+                          f"{b * 1000:8,.0f} ms without: {a / b:.2f}x", highlight=False)
 
 
 def gate(stack: str, scenario_name: str, *, gateway: str | None, keys: str | None, out: str | None,
