@@ -20,7 +20,8 @@ from loadtests.records import Record
 from loadtests.scenarios import Scenario
 from tenantry.plan.model import Plan, TenantPlan
 
-SHED_MESSAGE = re.compile(r"saturated|unreserved slots|load unknown|slots were taken|admission state unavailable")
+SHED_MESSAGE = re.compile(r"saturated|unreserved slots|load unknown|slots were taken|admission state unavailable|"
+                          r"traffic paused")
 """The tenant-policy plugin's 429s for capacity; every other 429 is the tenant's own quota."""
 MIN_QUEUED_SECONDS = 0.25
 ORDER_TOLERANCE_SECONDS = 2.0
@@ -87,7 +88,8 @@ class TenantFigures:
     slo_itl_p95: float = 0.0
     slo_max_error_rate: float = 0.0
     passed: bool | None = None
-    """None when the tenant is not judged (pushed beyond its contract on purpose, or sent nothing)."""
+    """None when the tenant is not judged (pushed beyond its contract on purpose, sent nothing, or
+    spot refused by admission throughout)."""
     reasons: list[str] = field(default_factory=list)
 
 
@@ -112,6 +114,12 @@ def tenant_figures(records: list[Record], tenant: TenantPlan, seconds: float, ju
         figures.output_tokens_per_s = sum(r.output_tokens for r in ok) / seconds
         figures.goodput = sum(met_slo(r, tenant) for r in ok) / seconds
     if not figures.judged:
+        return figures
+    if not ok and tenant.tier == "spot" and mine and figures.shed_429 == len(mine):
+        # Spot runs on idle capacity only: refused by admission throughout is its
+        # contract kept (the others were busy), not broken. Reported, not judged.
+        figures.reasons.append(f"admission paused it throughout ({figures.shed_429} refused): spot runs only on "
+                               "idle capacity")
         return figures
     if not ok:
         figures.reasons.append(f"no request succeeded ({figures.requests} sent)")
@@ -188,6 +196,13 @@ def check_priority(records: list[Record], plan: Plan, scenario: Scenario) -> Che
         return Check("priority-ordering", False, f"{len(inversions)} of {pairs} queued pairs out of order; worst: "
                      f"{s.tenant} sent at {s.sent:.2f} s got its first token {g.first_token_at - s.first_token_at:.2f} "
                      f"s before {g.tenant} sent at {g.sent:.2f} s")
+    if not pairs:
+        # Nothing to order is a pass, and said as such: admission kept the tiers from
+        # queueing together (on the local stack spot pauses while the others are active).
+        tiers = {t.name: t.tier for t in plan.tenants}
+        shed = sum(1 for r in records if tiers.get(r.tenant) in ("best-effort", "spot") and is_shed(r))
+        return Check("priority-ordering", True, f"no guaranteed request was queued together with a lower-tier one "
+                     f"(0 pairs to order): admission refused {shed} lower-tier requests")
     return Check("priority-ordering", True, f"every guaranteed request queued with lower-tier ones got its first "
                  f"token first ({pairs} queued pairs)")
 

@@ -21,6 +21,9 @@ from what the client sends:
    every gateway replica (Redis); guaranteed tenants run in the slots the Plan
    reserved for them; everything else shares the unreserved slots, and is
    shed, spot first, when the engine's live metrics say it is saturated.
+   With `spot_pause_after_others_seconds`, spot is also refused on an engine
+   for that long after any guaranteed or best-effort request arrived for it
+   (a Redis key with that expiry, shared by the replicas).
    When metrics are stale or failing: spot is refused, best-effort is bounded
    by the slot counters alone, guaranteed is never blocked.
 4. Its own metrics: admissions and sheds by tenant, tier and reason,
@@ -33,6 +36,7 @@ from what the client sends:
 import asyncio
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -182,14 +186,22 @@ class Ledger:
         self.redis = redis
         self._claim = redis.register_script(self.CLAIM)  # EVALSHA: the script is sent once
 
-    async def counts(self, *sets: str) -> list[int]:
+    async def counts(self, *sets: str, others_mark: tuple[str, float] | None = None,
+                     others_key: str | None = None) -> tuple[list[int], bool]:
+        """In-flight counts of the sets, in the same round trip: `others_mark`
+        (key, seconds) marks an engine as wanted by the tiers above spot for that
+        long; `others_key` asks whether such a mark is live (second value)."""
         now = time.time()
         pipe = self.redis.pipeline()
         for name in sets:
             pipe.zremrangebyscore(name, "-inf", now)
             pipe.zcard(name)
+        if others_mark:
+            pipe.set(others_mark[0], 1, px=max(1, int(others_mark[1] * 1000)))
+        if others_key:
+            pipe.exists(others_key)
         replies = await pipe.execute()
-        return [int(n) for n in replies[1::2]]
+        return [int(n) for n in replies[1:2 * len(sets):2]], bool(others_key and replies[-1])
 
     # Check and take in one step, inside Redis: two replicas admitting the same
     # tenant's requests at the same moment cannot both take its last slot.
@@ -229,6 +241,11 @@ def reserved_set(engine: str, tenant: str) -> str:
     return f"{{tenantry}}:inflight:engine:{engine}:reserved:{tenant}"
 
 
+def others_recent_key(engine: str) -> str:
+    """Present while a guaranteed or best-effort request arrived for the engine recently."""
+    return f"tenantry:{{slots}}:engine:{engine}:others-recent"
+
+
 def shared_set(engine: str) -> str:
     return f"{{tenantry}}:inflight:engine:{engine}:shared"
 
@@ -261,6 +278,7 @@ def decide(
     admission: dict[str, Any],
     replicas: int,
     now: float,
+    others_recent: bool = False,
 ) -> Decision:
     """Admit or shed one request. Pure: every path has a unit test."""
     if tenant_in_flight >= max_concurrency:
@@ -273,6 +291,11 @@ def decide(
                         f"{tier} traffic waits", retry_after=RETRY_AFTER["shared-slots"])
     fresh = state is not None and state.fresh(float(admission["metrics_max_age_seconds"]), now)
     if tier == "spot":
+        if others_recent:
+            pause = float(admission["spot_pause_after_others_seconds"])
+            return Decision(False, "others-active", message=f"engine {engine} serving guaranteed or best-effort "
+                            f"traffic (within the last {pause:g} s): spot traffic paused",
+                            retry_after=max(1, math.ceil(pause)))
         if not fresh:
             return Decision(False, "metrics", message=f"engine {engine}: load unknown (metrics unavailable); "
                             "spot traffic paused until they return", retry_after=RETRY_AFTER["metrics"])
@@ -429,15 +452,22 @@ class TenantPolicy(CustomLogger):
         wait_until = time.monotonic() + float(admission.get("wait_at_concurrency_limit_seconds", 0))
         lost_claims = 0
         waiting = False
+        # Spot's pause follows the others' demand, refused or not: a guaranteed
+        # request turned away is still a sign the engine is not idle.
+        pause = float(admission.get("spot_pause_after_others_seconds", 0))
+        others_mark = (others_recent_key(engine), pause) if pause and tenant["tier"] != "spot" else None
+        others_key = others_recent_key(engine) if pause and tenant["tier"] == "spot" else None
         try:
             while True:
-                tenant_n, reserved_n, shared_n = await self.ledger.counts(*sets)
+                (tenant_n, reserved_n, shared_n), others_recent = await self.ledger.counts(
+                    *sets, others_mark=others_mark, others_key=others_key)
+                others_mark = None  # once per request, not once per poll at the concurrency limit
                 state = await self.metrics.state(engine)
                 decision = decide(
                     tenant=name, tier=tenant["tier"], engine=engine, max_concurrency=max_concurrency,
                     tenant_in_flight=tenant_n, reserved_slots=reserved, reserved_in_flight=reserved_n,
                     shared_slots=shared_slots, shared_in_flight=shared_n, state=state, admission=admission,
-                    replicas=int(spec["replicas"]), now=time.time(),
+                    replicas=int(spec["replicas"]), now=time.time(), others_recent=others_recent,
                 )
                 if not decision.admit:
                     # At most one waiter per slot of the tenant's limit: a client holding

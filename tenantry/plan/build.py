@@ -590,6 +590,7 @@ def _plan_gateway(spec: Spec) -> GatewayPlan:
         shed_best_effort_at_waiting=admission.shed_best_effort_at_waiting,
         metrics_max_age_seconds=admission.metrics_max_age_seconds,
         wait_at_concurrency_limit_seconds=admission.wait_at_concurrency_limit_ms / 1000,
+        spot_pause_after_others_seconds=admission.spot_pause_after_others_seconds,
         # One LiteLLM worker handles ~40-55 requests/s (notes); room to triple.
         max_replicas=max(3 * spec.gateway.replicas, 2),
     )

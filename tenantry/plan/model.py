@@ -246,6 +246,7 @@ class GatewayPlan:
     shed_best_effort_at_waiting: int
     metrics_max_age_seconds: float
     wait_at_concurrency_limit_seconds: float
+    spot_pause_after_others_seconds: float
     max_replicas: int
     """Ceiling of the gateway's autoscaler (its floor is `replicas`)."""
 

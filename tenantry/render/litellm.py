@@ -99,5 +99,6 @@ def tenant_policy_settings(
             "shed_best_effort_at_waiting": plan.gateway.shed_best_effort_at_waiting,
             "metrics_max_age_seconds": plan.gateway.metrics_max_age_seconds,
             "wait_at_concurrency_limit_seconds": plan.gateway.wait_at_concurrency_limit_seconds,
+            "spot_pause_after_others_seconds": plan.gateway.spot_pause_after_others_seconds,
         },
     }

@@ -390,6 +390,13 @@ class Admission(SpecModel):
     shed_best_effort_at_waiting: int = field(
         4, description="Requests waiting per replica at which best-effort is refused.", unit="requests", ge=0, le=100_000
     )
+    spot_pause_after_others_seconds: float = field(
+        0, description="After a guaranteed or best-effort request arrives for an engine, spot is refused there for "
+        "this long: spot then runs only while the others are away, not beside them. For engines whose front ends "
+        "share a few CPU cores (the local stack), where even one spot sequence slows everybody's first token; 0 "
+        "keeps spot beside the others in the unreserved slots, behind them in vLLM's priority queue.",
+        unit="s", ge=0, le=3600,
+    )
     metrics_max_age_seconds: float = field(
         10, description="Oldest engine metrics admission may act on; older counts as unknown (fail safe).",
         unit="s", gt=0, le=3600,

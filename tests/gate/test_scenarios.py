@@ -15,10 +15,14 @@ pytestmark = pytest.mark.slow
 def test_steady_mix_passes_every_tenant(gate):
     run = gate("steady")
     assert run.exit_code == 0, run.output
-    for name in ("acme", "globex", "initech"):
+    for name in ("acme", "globex"):
         tenant = run.tenant(name)
         assert tenant["passed"] is True and tenant["succeeded"] > 0, tenant
         assert tenant["ttft_p95"] is not None and tenant["goodput"] > 0
+    # Spot runs on idle capacity only, and stacks/local.yaml pauses it while the others
+    # are active: it either passed on what it got, or was refused by admission throughout.
+    spot = run.tenant("initech")
+    assert spot["passed"] is True or (spot["passed"] is None and spot["shed_429"] == spot["requests"] > 0), spot
     assert run.tenant("acme")["quota_429"] == 0
     assert re.search(r"acme\s+.*guaranteed.*PASS", run.output)  # the per-tenant table
 
@@ -31,7 +35,7 @@ def test_noisy_neighbour_passes_with_the_policy_and_reports_both_side_by_side(ga
     assert on["tenants"]["acme"]["passed"] is True and on["tenants"]["initech"]["passed"] is None  # not judged
     flood = on["stages"]["flood"]
     assert flood["initech"]["requests"] > flood["acme"]["requests"]  # the flood really ran
-    assert flood["initech"]["quota_429"] + flood["initech"]["shed_429"] > 0  # and was pushed back
+    assert flood["initech"]["shed_429"] > 0  # and was pushed back by admission
     assert off["stages"]["flood"]["initech"]["requests"] > 0
     assert "with the policy" in run.output and "without" in run.output  # the comparison printed
     report = (run.directory / "report.html").read_text()
@@ -56,6 +60,7 @@ def test_priority_ordering_under_a_saturating_spot_tenant(gate):
     check = run.check("priority-ordering")
     assert check["passed"], check
     assert run.tenant("acme")["passed"] is True
+    assert run.tenant("initech")["shed_429"] > 0  # admission held spot back while acme ran
 
 
 def test_engine_failure_mid_run_is_served_by_the_fallback(gate):

@@ -19,17 +19,17 @@ from tenantry.render.litellm import tenant_policy_settings
 from tenantry.stacks import plan_stack
 
 ADMISSION = {"shed_spot_at_kv_usage": 0.8, "shed_best_effort_at_kv_usage": 0.92, "shed_spot_at_waiting": 1,
-             "shed_best_effort_at_waiting": 4, "metrics_max_age_seconds": 10}
+             "shed_best_effort_at_waiting": 4, "metrics_max_age_seconds": 10, "spot_pause_after_others_seconds": 7.5}
 NOW = 1_000_000.0
 IDLE = tp.EngineState(running=1, waiting=0, kv_usage=0.1, fetched_at=NOW)
 
 
 def decide(tier="best-effort", *, state=IDLE, tenant_in_flight=0, max_concurrency=4, reserved_slots=0,
-           reserved_in_flight=0, shared_slots=4, shared_in_flight=0, replicas=1):
+           reserved_in_flight=0, shared_slots=4, shared_in_flight=0, replicas=1, others_recent=False):
     return tp.decide(tenant="t", tier=tier, engine="e", max_concurrency=max_concurrency,
                      tenant_in_flight=tenant_in_flight, reserved_slots=reserved_slots,
                      reserved_in_flight=reserved_in_flight, shared_slots=shared_slots, shared_in_flight=shared_in_flight,
-                     state=state, admission=ADMISSION, replicas=replicas, now=NOW)
+                     state=state, admission=ADMISSION, replicas=replicas, now=NOW, others_recent=others_recent)
 
 
 def saturated(waiting=5, kv=0.5):
@@ -109,6 +109,15 @@ def test_spot_needs_a_free_shared_slot_too():
     assert decide("spot", shared_in_flight=4).reason == "shared-slots"
 
 
+@pytest.mark.parametrize("tier", ["guaranteed", "best-effort"])
+def test_only_spot_pauses_while_the_others_are_recent(tier):
+    decision = decide("spot", others_recent=True)
+    assert (decision.admit, decision.reason, decision.retry_after) == (False, "others-active", 8)
+    assert decision.message == ("engine e serving guaranteed or best-effort traffic (within the last 7.5 s): "
+                                "spot traffic paused")
+    assert decide(tier, others_recent=True).admit
+
+
 def test_waiting_thresholds_scale_with_replicas():
     assert not decide("spot", state=saturated(waiting=1), replicas=1).admit
     assert decide("spot", state=saturated(waiting=1, kv=0.1), replicas=2).admit
@@ -135,6 +144,9 @@ def policy(redis_url):
 
     settings = tenant_policy_settings(plan_stack("local"))
     settings["tenants"]["initech"]["max_prompt_tokens"] = 50
+    # The local stack pauses spot after the others' requests; these tests count
+    # slots side by side, so the pause is off except where a test turns it on.
+    settings["admission"]["spot_pause_after_others_seconds"] = 0
     client = aioredis.from_url(redis_url)
     metrics = tp.EngineMetrics(settings)
     metrics.cache_seconds = 3600  # the engines' load is seeded below, not scraped
@@ -347,7 +359,7 @@ def test_a_claim_checks_and_takes_in_one_step(policy, redis_url):
         return await asyncio.gather(replicas[0].claim("three", limits), replicas[1].claim("four", limits))
 
     assert sorted(run(race())) == [False, True]
-    assert run(replicas[0].counts(*limits)) == [3, 3]
+    assert run(replicas[0].counts(*limits)) == ([3, 3], False)
 
 
 def test_losing_every_race_is_a_429_not_an_overcommit(policy, monkeypatch):
@@ -380,6 +392,39 @@ def test_a_saturated_engine_sheds_spot_first(policy):
     assert refused.value.headers["Retry-After"] == "10"
     assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+
+
+def test_spot_pauses_after_any_other_tier_arrives_across_replicas(policy, redis_url):
+    import redis.asyncio as aioredis
+
+    policy.settings["admission"]["spot_pause_after_others_seconds"] = 0.6
+    replica = tp.TenantPolicy(policy.settings, redis=aioredis.from_url(redis_url), metrics=policy.metrics)
+    spot = {"model": "tiny", "prompt": "x"}
+    assert run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "c"))  # nobody else yet
+    for other in ("acme", "globex"):
+        run(policy.async_pre_call_hook(key(other), None, {"model": "tiny", "prompt": "x"}, "c"))
+        with pytest.raises(ProxyException) as refused:
+            run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "c"))
+        assert refused.value.code == "429" and refused.value.headers["Retry-After"] == "1"
+        assert "engine tiny serving guaranteed or best-effort traffic" in refused.value.message
+        if other == "acme":  # only the engine the others asked for pauses
+            assert run(policy.async_pre_call_hook(key("initech"), None, {"model": "micro", "prompt": "x"}, "c"))
+        time.sleep(0.7)  # the pause has run out
+        assert run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "c"))
+
+
+def test_a_refused_guaranteed_request_still_pauses_spot(policy, redis_url):
+    import redis
+
+    policy.settings["admission"]["spot_pause_after_others_seconds"] = 30
+    policy.settings["admission"]["wait_at_concurrency_limit_seconds"] = 0
+    for _ in range(4):
+        run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    client = redis.Redis.from_url(redis_url)
+    client.delete(tp.others_recent_key("tiny"))
+    with pytest.raises(ProxyException):  # acme at its limit: refused, and still marks the engine
+        run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert client.exists(tp.others_recent_key("tiny"))
 
 
 def test_failing_metrics_refuse_spot_but_never_guaranteed(policy):
@@ -447,7 +492,7 @@ def test_the_plugin_file_is_self_contained():
     imports = {m.group(1).split(".")[0] for line in source.splitlines()
                if (m := re.match(r"^from ([\w.]+) import |^import ([\w.]+)", line)) and m.group(1)}
     imports |= {m.group(1).split(".")[0] for line in source.splitlines() if (m := re.match(r"^import ([\w.]+)", line))}
-    assert imports <= {"asyncio", "json", "logging", "os", "re", "time", "uuid", "weakref", "dataclasses", "typing",
+    assert imports <= {"asyncio", "json", "logging", "os", "re", "time", "uuid", "weakref", "dataclasses", "typing", "math",
                        "httpx", "litellm", "prometheus_client", "redis"}, imports  # all in the LiteLLM image
 
 
