@@ -24,7 +24,7 @@ from locust import LoadTestShape, User, events, task
 
 from loadtests import profiles
 from loadtests.records import VERDICT_JSON, Record, write_records
-from loadtests.scenarios import Scenario, Stage, contract_rate
+from loadtests.scenarios import Scenario, Stage
 from loadtests.scenarios import scenario as build_scenario
 from loadtests.verdict import verdict
 from tenantry.plan.model import Plan, TrafficPlan
@@ -257,7 +257,7 @@ class CacheProbeUser(User):
                 tenant = PLAN.tenant(tenant_name)
                 while elapsed() < self.next_allowed.get(tenant.name, 0.0):
                     gevent.sleep(0.1)
-                self.next_allowed[tenant.name] = elapsed() + 2 / contract_rate(tenant)
+                self.next_allowed[tenant.name] = elapsed() + 2 / tenant.contract_requests_per_second
                 entry = TrafficPlan(model, model, None, 1.0, "chat", 0, 0)
                 body = profiles.request_body(tenant, entry, self.rng, stream=False, prompt=prompt)
                 body["max_tokens"] = 4

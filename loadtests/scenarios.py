@@ -66,20 +66,13 @@ class ScenarioError(ValueError):
     """The stack has nothing this scenario can exercise (for example, no spot tenant)."""
 
 
-def contract_rate(tenant: TenantPlan) -> float:
-    """Requests per second the tenant's contract allows: its RPM, or its TPM at its
-    typical request (prompt and output), whichever binds first."""
-    tokens = tenant.typical_prompt_tokens + tenant.typical_output_tokens
-    return min(tenant.rpm, tenant.tpm / tokens) / 60
-
-
 def steady_load(tenant: TenantPlan) -> Load:
     """Half the contract: half its concurrency (at least one user), half its rate."""
-    return Load(max(1, tenant.max_concurrency // 2), contract_rate(tenant) / 2)
+    return Load(max(1, tenant.max_concurrency // 2), tenant.contract_requests_per_second / 2)
 
 
 def _scaled(tenant: TenantPlan, factor: float) -> Load:
-    return Load(max(1, math.ceil(tenant.max_concurrency * factor)), contract_rate(tenant) * factor)
+    return Load(max(1, math.ceil(tenant.max_concurrency * factor)), tenant.contract_requests_per_second * factor)
 
 
 def _of_tier(plan: Plan, tier: str) -> list[TenantPlan]:
@@ -137,7 +130,7 @@ def priority_ordering(plan: Plan, short: bool, tenant: str | None = None) -> Sce
     spot = _pick(plan, "spot", "priority-ordering", tenant)
     guaranteed = _guaranteed(plan, "priority-ordering")
     fill = {spot.name: Load(5 * spot.max_concurrency, 0)}
-    contend = {**fill, **{t.name: Load(t.max_concurrency, contract_rate(t) * 0.8) for t in guaranteed}}
+    contend = {**fill, **{t.name: Load(t.max_concurrency, t.contract_requests_per_second * 0.8) for t in guaranteed}}
     seconds = (15, 60) if short else (30, 240)
     return Scenario("priority-ordering", f"{spot.name} keeps the engines saturated back to back; the guaranteed "
                     "tenants arrive at their full concurrency",
@@ -170,7 +163,7 @@ def cache_isolation(plan: Plan, short: bool, tenant: str | None = None) -> Scena
     if not any(plan.tenant(a).cache_salt != plan.tenant(b).cache_salt for a, b, _ in probes):
         raise ScenarioError(f"scenario cache-isolation needs two tenants with different cache salts on one engine; "
                             f"stack {plan.stack} has none")
-    background = {t.name: Load(1, contract_rate(t) / 4) for t in plan.tenants}
+    background = {t.name: Load(1, t.contract_requests_per_second / 4) for t in plan.tenants}
     return Scenario("cache-isolation", "the same fresh long prompt from one tenant and then another (or the same): "
                     "a prefix-cache hit only where the salts match, under light background traffic",
                     (Stage("probes", 45 if short else 120, background),), checks=("cache-isolation",),

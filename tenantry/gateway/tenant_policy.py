@@ -243,7 +243,7 @@ def reserved_set(engine: str, tenant: str) -> str:
 
 def others_recent_key(engine: str) -> str:
     """Present while a guaranteed or best-effort request arrived for the engine recently."""
-    return f"tenantry:{{slots}}:engine:{engine}:others-recent"
+    return f"{{tenantry}}:engine:{engine}:others-recent"
 
 
 def shared_set(engine: str) -> str:
@@ -443,7 +443,7 @@ class TenantPolicy(CustomLogger):
         admission = self.settings["admission"]
         request_id = uuid.uuid4().hex
         reserved = int(spec["reserved"].get(name, 0))
-        shared_slots = int(spec["slots"]) - sum(int(v) for v in spec["reserved"].values())
+        shared_slots = int(spec["shared_slots"])
         sets = (tenant_set(name), reserved_set(engine, name), shared_set(engine))
         max_concurrency = int(tenant["max_concurrency"])
         # At its limit, a tenant waits a moment for one of its requests to end:
@@ -454,7 +454,7 @@ class TenantPolicy(CustomLogger):
         waiting = False
         # Spot's pause follows the others' demand, refused or not: a guaranteed
         # request turned away is still a sign the engine is not idle.
-        pause = float(admission.get("spot_pause_after_others_seconds", 0))
+        pause = float(admission["spot_pause_after_others_seconds"])
         others_mark = (others_recent_key(engine), pause) if pause and tenant["tier"] != "spot" else None
         others_key = others_recent_key(engine) if pause and tenant["tier"] == "spot" else None
         try:

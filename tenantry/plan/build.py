@@ -549,6 +549,8 @@ def _plan_tenant(spec: Spec, tenant: Tenant, mine: list[_Route], reserved: int) 
         max_error_rate=tenant.slo.max_error_rate,
         typical_prompt_tokens=tenant.typical.prompt_tokens,
         typical_output_tokens=tenant.typical.output_tokens,
+        contract_requests_per_second=min(
+            tenant.rpm, tenant.tpm / (tenant.typical.prompt_tokens + tenant.typical.output_tokens)) / 60,
         max_prompt_tokens=policy.max_prompt_tokens,
         max_output_tokens=policy.max_output_tokens,
         reserved_slots=reserved,

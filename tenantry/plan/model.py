@@ -218,6 +218,9 @@ class TenantPlan:
     max_error_rate: float
     typical_prompt_tokens: int
     typical_output_tokens: int
+    contract_requests_per_second: float
+    """What the contract allows: its RPM, or its TPM at its typical request (prompt
+    and output), whichever binds first. The gate's loads are shares of it."""
     max_prompt_tokens: int | None
     max_output_tokens: int | None
     reserved_slots: int

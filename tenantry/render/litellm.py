@@ -85,7 +85,7 @@ def tenant_policy_settings(
         "engines": {
             e.name: {
                 "replicas": e.replicas,
-                "slots": e.slots.capacity,
+                "shared_slots": e.slots.shared,
                 "reserved": {r.tenant: r.slots for r in e.slots.reserved},
                 "models": [e.name, *(a.name for a in e.lora.adapters)],
                 "metrics_urls": (metrics_urls or {}).get(e.name, []),

@@ -100,3 +100,11 @@ def test_plan_is_deterministic_and_immutable():
     assert first == second
     with pytest.raises(AttributeError):
         first.engines[0].kv.max_num_seqs = 1  # type: ignore[misc]
+
+
+def test_a_tenants_contract_rate_is_its_rpm_or_its_tpm_at_the_typical_request_whichever_binds():
+    local = {t.name: t for t in plan_stack("local").tenants}
+    assert local["acme"].contract_requests_per_second == pytest.approx(12000 / (200 + 48) / 60)  # TPM binds (48.4 < 120 a minute)
+    text = stack_path("local").read_text(encoding="utf-8").replace("rpm: 120", "rpm: 30")
+    acme = plan(load_spec_text(text), "slow-rpm").tenant("acme")
+    assert acme.contract_requests_per_second == pytest.approx(30 / 60)  # now RPM binds
