@@ -120,9 +120,10 @@ def main() -> None:
     result = local.up(str(layout.root / "bench.yaml"), layout, progress=lambda line: print("  " + line))
     # Only the compared gateways take requests: the stack's own stays idle.
     ports = {"without plugin": layout.port_base + 90, "with plugin": layout.port_base + 91}
+    process_names = {name: "gateway-" + name.replace(" ", "-") for name in ports}
     processes = {
-        name: local.start_side_gateway(layout, result.ports, "gateway-" + name.replace(" ", "-"), ports[name],
-                            plugin=name == "with plugin" or args.control)
+        name: local.start_side_gateway(layout, result.ports, process_names[name], ports[name],
+                                       plugin=name == "with plugin" or args.control)
         for name in ports
     }
     try:
@@ -130,7 +131,7 @@ def main() -> None:
         gateways = {}
         for name, process in processes.items():
             url = f"http://{HOST}:{ports[name]}"
-            local.wait_side_gateway(url, process, layout.logs)
+            local.wait_side_gateway(layout, process_names[name], url, process)
             gateways[name] = (url, process.pid)
         # Concurrency 3 stays under acme's limit of 4: this measures the cost of
         # admission, not a tenant at its limit waiting for a slot (by design).

@@ -165,7 +165,7 @@ def side_gateways(layout: Layout, plan: Plan) -> dict[str, tuple[subprocess.Pope
             process = local.start_side_gateway(layout, layout.ports(plan), f"gateway-{name}", port, plugin=plugin)
             started[name] = (process, f"http://{HOST}:{port}")
         for name, (process, url) in started.items():
-            local.wait_side_gateway(url, process, layout.logs / f"gateway-{name}.log")
+            local.wait_side_gateway(layout, f"gateway-{name}", url, process)
     except (GateError, local.LocalStackError):
         for process, _ in started.values():
             local.stop_side_gateway(process)
@@ -239,6 +239,7 @@ def gate(stack: str, scenario_name: str, *, gateway: str | None, keys: str | Non
     echo = console.print
     views: list[RunView] = []
     results: list[RunResult] = []
+    lost: list[str] = []
     try:
         if not side_by_side:
             results.append(run_locust(plan, stack_file, scenario, target, directory, short, tenant, echo))
@@ -251,6 +252,8 @@ def gate(stack: str, scenario_name: str, *, gateway: str | None, keys: str | Non
                     side = Target(label, [gateways[name][1]], target.keys_file, target.stop_engine_command)
                     results.append(run_locust(plan, stack_file, scenario, side, directory / f"policy-{'on' if name == 'policy' else 'off'}",
                                               short, tenant, echo))
+                    if reason := local.side_gateway_lost(layout, f"gateway-{name}", gateways[name][0]):
+                        lost.append(f"{label}: {reason}; its figures measure a lost gateway, not the {name} path")
             finally:
                 for process, _ in gateways.values():
                     local.stop_side_gateway(process)
@@ -262,9 +265,11 @@ def gate(stack: str, scenario_name: str, *, gateway: str | None, keys: str | Non
         print_verdict(view, console)
     if len(views) == 2:
         print_comparison(*views, console)
+    for line in lost:
+        console.print(f"[red]{line}[/]", highlight=False, soft_wrap=True)
     notes = [f"stack {plan.stack} ({stack_file}), scenario {scenario.name}: {scenario.summary}.",
              f"{'short (CI) version, ' if short else ''}{scenario.seconds:.0f} s: "
-             + ", ".join(f"{s.name} {s.seconds:.0f} s" for s in scenario.stages) + "."]
+             + ", ".join(f"{s.name} {s.seconds:.0f} s" for s in scenario.stages) + ".", *lost]
     report = write_report(directory / "report.html", f"tenantry gate: {plan.stack} / {scenario.name}", views, notes)
     console.print(f"report: {report}", highlight=False, soft_wrap=True)
     return EXIT_PASS if results[0].exit_code == 0 else EXIT_FAIL

@@ -343,8 +343,10 @@ def up(stack: str, layout: Layout, progress: Progress = print, log_requests: boo
 def start_side_gateway(layout: Layout, ports: Ports, name: str, port: int, plugin: bool) -> subprocess.Popen:
     """Another LiteLLM process beside the stack's own, with the same config,
     database, Redis and engines, with or without the tenant-policy plugin:
-    what the gate's side-by-side and the plugin's benchmark compare. The caller
-    stops it (by this Popen's PID)."""
+    what the gate's side-by-side and the plugin's benchmark compare. Both sides
+    of a comparison are started here, the same way: the stack's own gateway
+    (run by supervisord) was measurably faster than any process started beside
+    it, plugin or not. The caller stops it (stop_side_gateway, by this PID)."""
     import yaml
 
     from tenantry.local import prisma
@@ -359,18 +361,32 @@ def start_side_gateway(layout: Layout, ports: Ports, name: str, port: int, plugi
     (directory / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     shutil.copyfile(layout.gateway / "tenant_policy.py", directory / "tenant_policy.py")  # found next to the config
     env = {**os.environ, **gateway_environment(layout, ports, prisma.install(layout.root / "prisma"))}
-    log = (layout.logs / f"{name}.log").open("w")
+    log = _side_gateway_log(layout, name).open("w")
     return subprocess.Popen([str(services.VENV_BIN / "litellm"), "--config", str(directory / "config.yaml"), "--host",
                              HOST, "--port", str(port), "--num_workers", "1"], env=env, stdout=log,
                             stderr=subprocess.STDOUT, cwd=layout.root)
 
 
-def wait_side_gateway(url: str, process: subprocess.Popen, log: Path, seconds: float = 180) -> None:
+def _side_gateway_log(layout: Layout, name: str) -> Path:
+    return layout.logs / f"{name}.log"
+
+
+def wait_side_gateway(layout: Layout, name: str, url: str, process: subprocess.Popen, seconds: float = 180) -> None:
     deadline = time.monotonic() + seconds
     while not _http_ok(f"{url}/health/liveliness"):
         if time.monotonic() > deadline or process.poll() is not None:
-            raise LocalStackError(f"a side gateway did not start on {url}: see {log}")
+            raise LocalStackError(f"a side gateway did not start on {url}: see {_side_gateway_log(layout, name)}")
         time.sleep(1)
+
+
+def side_gateway_lost(layout: Layout, name: str, process: subprocess.Popen) -> str | None:
+    """Why a side gateway is no longer running, or None while it runs. Unlike the
+    stack's own, nothing restarts it: a run that lost it measured a dead gateway."""
+    code = process.poll()
+    if code is None:
+        return None
+    how = f"died of signal {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+    return f"{name} {how} during the run: see {_side_gateway_log(layout, name)}"
 
 
 def stop_side_gateway(process: subprocess.Popen) -> None:

@@ -4,6 +4,8 @@ renders from the Plan (no processes here; tests/local runs the real stack)."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -11,7 +13,7 @@ import yaml
 from tenantry.local import services
 from tenantry.local.layout import Layout
 from tenantry.local.models import BuiltModel, job_for
-from tenantry.local.stack import preflight, process_alive
+from tenantry.local.stack import preflight, process_alive, side_gateway_lost
 from tenantry.stacks import plan_stack
 
 
@@ -85,3 +87,20 @@ def test_zombies_count_as_gone():
     assert not process_alive(child.pid)
     child.wait()
     assert not process_alive(999_999_999)
+
+
+def test_a_side_gateway_that_died_is_named_with_the_signal_and_its_log(tmp_path):
+    layout = Layout(tmp_path, 19990)
+    crash = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    crash.wait(30)
+    assert side_gateway_lost(layout, "gateway-policy", crash) == (
+        f"gateway-policy died of signal SIGSEGV during the run: see {layout.logs / 'gateway-policy.log'}")
+    exited = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    exited.wait(30)
+    assert "gateway-plain exited with code 3 during the run" in side_gateway_lost(layout, "gateway-plain", exited)
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert side_gateway_lost(layout, "gateway-plain", running) is None
+    finally:
+        running.kill()
+        running.wait(10)
