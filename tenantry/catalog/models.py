@@ -186,7 +186,7 @@ CATALOG_MODELS: dict[str, CatalogModel] = {
                 intermediate_size=512, vocab_size=2048, total_parameters=2_229_504,
                 max_context=2048,
             ),
-            "local://tenantry-tiny", "recipe-1",
+            "local://tenantry-tiny", "recipe-2",
         ),
         CatalogModel(
             # The local stack's second, smaller engine (the fallback target).
@@ -196,7 +196,7 @@ CATALOG_MODELS: dict[str, CatalogModel] = {
                 intermediate_size=256, vocab_size=2048, total_parameters=672_128,
                 max_context=2048,
             ),
-            "local://tenantry-micro", "recipe-1",
+            "local://tenantry-micro", "recipe-2",
         ),
     )
 }

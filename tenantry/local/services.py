@@ -20,6 +20,8 @@ from tenantry.render.litellm import litellm_config, tenant_policy_settings
 from tenantry.render.vllm import vllm_args, vllm_env
 
 GATEWAY_SOURCES = Path(__file__).resolve().parent.parent / "gateway"
+ENGINE_SITE = Path(__file__).resolve().parent / "engine_site"
+"""On every engine process's path: its sitecustomize grants vLLM's CPU kernels the AMX state."""
 POSTGRES_BIN = Path(os.environ.get("TENANTRY_POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
 VENV_BIN = Path(sys.executable).parent
 
@@ -69,6 +71,7 @@ def engine_program(
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "OMP_NUM_THREADS": "1",
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "false",
+        "PYTHONPATH": str(ENGINE_SITE),
         **({"VLLM_LOGGING_CONFIG_PATH": str(request_logging_config)} if request_logging_config else {}),
     }
     command = " ".join(shlex.quote(a) for a in [str(VLLM_VENV / "bin" / "python"), "-m",

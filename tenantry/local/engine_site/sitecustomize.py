@@ -1,0 +1,25 @@
+"""Imported at start by every Python process of a local engine (its PYTHONPATH
+names this folder): asks Linux for permission to use AMX tiles.
+
+On a CPU with AMX, vLLM's CPU attention runs AMX kernels in bf16 without
+asking the kernel for the tile state first (arch_prctl ARCH_REQ_XCOMP_PERM);
+oneDNN asks when it first runs a large enough bf16 matrix product. An engine
+whose first request was a prompt of a token or two reached the attention
+kernel before any such product and its worker died of SIGILL. The permission
+is per process and not inherited across exec, so each of vLLM's processes
+(API server, engine core, worker) asks here. Elsewhere the call fails
+harmlessly (no AMX, or not x86-64 Linux).
+"""
+
+import ctypes
+import platform
+
+SYS_ARCH_PRCTL = 158
+ARCH_REQ_XCOMP_PERM = 0x1023
+XFEATURE_XTILEDATA = 18
+
+if platform.system() == "Linux" and platform.machine() == "x86_64":
+    try:
+        ctypes.CDLL(None, use_errno=True).syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+    except (OSError, AttributeError):
+        pass
