@@ -9,8 +9,10 @@ can run side by side.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import pwd
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,6 +23,8 @@ DEFAULT_DIR = REPO / ".local"
 DEFAULT_PORT_BASE = 18100
 HOST = "127.0.0.1"
 VLLM_VENV = Path(os.environ.get("TENANTRY_VLLM_VENV", REPO / ".venv-vllm"))
+POSTGRES_USER = "postgres"
+"""Who runs PostgreSQL when tenantry runs as root (PostgreSQL refuses root)."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +77,26 @@ class Layout:
         return self.root / "run"
 
     @property
+    def postgres_home(self) -> Path:
+        """PostgreSQL's data and socket. As root, PostgreSQL runs as the postgres
+        user, who cannot enter a stack directory below a 0700 folder (root's home,
+        `mktemp -d`): its files then live in that user's own home, in a folder
+        named after the stack directory, so each stack still has its own."""
+        if os.geteuid() != 0:
+            return self.root / "postgres"
+        try:
+            home = Path(pwd.getpwnam(POSTGRES_USER).pw_dir)
+        except KeyError:  # PostgreSQL is not installed yet (preflight says so): Debian's home for the user
+            home = Path("/var/lib/postgresql")
+        return home / "tenantry" / hashlib.sha256(str(self.root).encode()).hexdigest()[:16]
+
+    @property
     def postgres_data(self) -> Path:
-        return self.root / "postgres"
+        return self.postgres_home / "data"
+
+    @property
+    def postgres_socket_dir(self) -> Path:
+        return self.postgres_home
 
     @property
     def gateway(self) -> Path:

@@ -143,13 +143,14 @@ def supervisor_conf(
     ]
 
     def program(name: str, command: str, env: dict[str, str] | None = None, autostart: bool = True,
-                stopsignal: str = "TERM", user: str | None = None, startsecs: int = 2) -> None:
+                stopsignal: str = "TERM", user: str | None = None, startsecs: int = 2,
+                directory: Path | None = None) -> None:
         options = {
             "command": command, "autostart": str(autostart).lower(), "autorestart": "unexpected",
             "startsecs": str(startsecs), "stopsignal": stopsignal, "stopwaitsecs": "30",
             "stopasgroup": "true", "killasgroup": "true", "redirect_stderr": "true",
             "stdout_logfile": str(layout.logs / f"{name}.log"), "stdout_logfile_maxbytes": "20MB",
-            "stdout_logfile_backups": "2", "directory": str(layout.root),
+            "stdout_logfile_backups": "2", "directory": str(directory or layout.root),
         }
         if env:
             # supervisor interpolates %(...)s in its config: a literal % is written %%.
@@ -159,9 +160,9 @@ def supervisor_conf(
         sections.append((f"program:{name}", options))
 
     postgres = POSTGRES_BIN / "postgres"
-    program("postgres", f"{postgres} -D {layout.postgres_data} -p {ports.postgres} -k {layout.run} "
+    program("postgres", f"{postgres} -D {layout.postgres_data} -p {ports.postgres} -k {layout.postgres_socket_dir} "
                         f"-c listen_addresses={HOST} -c max_connections=200",
-            stopsignal="INT", user=run_as)
+            stopsignal="INT", user=run_as, directory=layout.postgres_home)
     program("redis", f"/usr/bin/redis-server {layout.redis / 'redis.conf'}")
     program("prometheus", f"/usr/bin/prometheus --config.file={layout.prometheus / 'prometheus.yml'} "
                           f"--storage.tsdb.path={layout.prometheus / 'data'} --web.listen-address={HOST}:{ports.prometheus} "

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from tenantry.gateway.reconciler import LiteLLM, reconcile
 from tenantry.local import models, services
-from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports, State
+from tenantry.local.layout import HOST, POSTGRES_USER, VLLM_VENV, Layout, Ports, State
 from tenantry.plan.model import Plan
 from tenantry.render.teams import desired_teams
 from tenantry.stacks import plan_stack, require_fit, stack_path
@@ -118,10 +118,10 @@ def _run_as() -> str | None:
     if os.geteuid() != 0:
         return None
     try:
-        pwd.getpwnam("postgres")
+        pwd.getpwnam(POSTGRES_USER)
     except KeyError as missing:
         raise LocalStackError("running as root needs the `postgres` user (apt-get install postgresql)") from missing
-    return "postgres"
+    return POSTGRES_USER
 
 
 def _supervisorctl(layout: Layout, *args: str, check: bool = True) -> str:
@@ -176,22 +176,21 @@ def preflight(plan: Plan, layout: Layout, ports: Ports) -> list[str]:
 
 
 def _init_postgres(layout: Layout, run_as: str | None) -> None:
-    data = layout.postgres_data
+    home, data = layout.postgres_home, layout.postgres_data
     if (data / "PG_VERSION").exists():
         return
     data.mkdir(parents=True, exist_ok=True)
-    data.chmod(0o700)
-    if run_as:
-        shutil.chown(data, run_as, run_as)
-        blocked = [p for p in data.parents if not os.stat(p).st_mode & 0o001]
-        if blocked:
-            raise LocalStackError(f"PostgreSQL runs as the {run_as} user, which cannot enter {blocked[0]}: "
-                                  f"choose a state directory whose parents others may traverse (--dir), "
-                                  f"or chmod o+x {blocked[0]}")
+    for folder in (home, data):
+        folder.chmod(0o700)
+    if run_as:  # from the user's home down, every folder is the user's, whatever the umask made
+        for folder in (home.parent, home, data):
+            shutil.chown(folder, run_as, run_as)
+    if not home.is_relative_to(layout.root):  # say whose it is, for whoever finds it there
+        (home / "stack-directory").write_text(f"{layout.root}\n", encoding="utf-8")
     result = subprocess.run(
         [str(services.POSTGRES_BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth-local=trust",
          "--auth-host=scram-sha-256", "--encoding=UTF8", "--no-instructions"],
-        capture_output=True, text=True, check=False, user=run_as,
+        capture_output=True, text=True, check=False, user=run_as, cwd=home,
     )
     if result.returncode != 0:
         raise LocalStackError(f"initdb failed: {result.stderr.strip()}")
@@ -204,7 +203,8 @@ def _create_database(layout: Layout, ports: Ports, password: str) -> None:
         "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'litellm') THEN "
         f"CREATE ROLE litellm LOGIN PASSWORD '{password}'; ELSE ALTER ROLE litellm PASSWORD '{password}'; END IF; END $$;"
     )
-    base = ["/usr/bin/psql", "-h", str(layout.run), "-p", str(ports.postgres), "-U", "postgres", "-v", "ON_ERROR_STOP=1"]
+    base = ["/usr/bin/psql", "-h", str(layout.postgres_socket_dir), "-p", str(ports.postgres), "-U", "postgres",
+            "-v", "ON_ERROR_STOP=1"]
     for command in ([*base, "-c", sql],
                     [*base, "-tAc", "SELECT 1 FROM pg_database WHERE datname = 'litellm'"]):
         result = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -254,8 +254,6 @@ def up(stack: str, layout: Layout, progress: Progress = print, log_requests: boo
     for folder in (layout.root, layout.logs, layout.run):
         folder.mkdir(parents=True, exist_ok=True)
     run_as = _run_as()
-    if run_as:
-        shutil.chown(layout.run, run_as, run_as)  # PostgreSQL puts its socket here
 
     def step(message: str) -> None:
         progress(f"[{time.monotonic() - started:5.1f} s] {message}")
@@ -461,9 +459,11 @@ def down(layout: Layout, purge: bool = False, progress: Progress = print) -> lis
         progress(f"stopped {len(pids)} processes")
     else:
         progress("nothing running")
-    if purge and layout.root.exists():
-        shutil.rmtree(layout.root)
-        progress(f"removed {layout.root}")
+    if purge:
+        for folder in (layout.postgres_home, layout.root):
+            if folder.exists():
+                shutil.rmtree(folder)
+                progress(f"removed {folder}")
     return killed
 
 

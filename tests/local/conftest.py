@@ -74,8 +74,7 @@ class RunningStack:
 
 @pytest.fixture(scope="session")
 def stack() -> RunningStack:
-    # Under the repository, not pytest's private temp dir: as root, PostgreSQL
-    # runs as the postgres user, who must be able to reach its data.
+    # Beside the developer's own stack in .local/, where a failed run's logs stay to be read.
     root = DEFAULT_DIR / "test-stack"
     if root.exists():
         local.down(Layout.from_environment(root, PORT_BASE), purge=True, progress=lambda _: None)
