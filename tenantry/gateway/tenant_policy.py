@@ -25,7 +25,11 @@ from what the client sends:
    for that long after any guaranteed or best-effort request arrived for it
    (a Redis key with that expiry, shared by the replicas).
    When metrics are stale or failing: spot is refused, best-effort is bounded
-   by the slot counters alone, guaranteed is never blocked.
+   by the slot counters alone, guaranteed is never blocked. Spot is judged on
+   the engine's load now (a cached state is scraped again first), best-effort
+   on one no older than admission acts on, so an engine nobody asked for a
+   while is not mistaken for one whose metrics failed. A 429 for capacity
+   names its reason in X-Tenantry-Shed.
 4. Its own metrics: admissions and sheds by tenant, tier and reason,
    overrides by field, and its own latency.
 """
@@ -60,6 +64,11 @@ SLOT_TTL_SECONDS = 900
 """An admitted request holds its slot until it ends, or this long at most (a
 crashed replica must not hold slots for ever)."""
 RETRY_AFTER = {"concurrency": 1, "shared-slots": 2, "best-effort": 2, "spot": 10, "metrics": 10}
+SHED_HEADER = "X-Tenantry-Shed"
+"""On a 429 for capacity (an engine busy, paused for spot, or its load unknown), the
+reason; absent when the tenant's own limits refused it. Clients (the smoke check)
+tell a shed from a fault by it."""
+OWN_LIMIT_REASONS = {"concurrency"}
 
 log = logging.getLogger("tenantry.tenant_policy")
 
@@ -119,12 +128,13 @@ class EngineMetrics:
     Prometheus (Kubernetes, where one Service hides the replicas), cached for
     a moment so a burst of requests costs one scrape.
 
-    A request never waits for a scrape once a state is known: an expired one
-    is refreshed in the background and the last known state answers
-    meanwhile (`decide` treats it as unknown once older than
-    metrics_max_age_seconds). A busy engine's /metrics can take seconds to
-    answer; waiting on it held every tenant's requests, guaranteed ones
-    included, for as long (found by the gate's noisy-neighbour scenario)."""
+    A request does not wait for a scrape while the known state is young enough
+    to act on: an expired one is refreshed in the background and the last
+    known state answers meanwhile. A busy engine's /metrics can take seconds
+    to answer; waiting on it held every tenant's requests, guaranteed ones
+    included, for as long (found by the gate's noisy-neighbour scenario).
+    Only a state older than the caller accepts is waited for (see
+    `TenantPolicy._acceptable_age`), and never by a guaranteed request."""
 
     def __init__(self, settings: dict[str, Any], client: httpx.AsyncClient | None = None):
         self.settings = settings
@@ -134,14 +144,19 @@ class EngineMetrics:
         self._states: dict[str, EngineState] = {}
         self._refreshes: dict[str, asyncio.Future] = {}
 
-    async def state(self, engine: str) -> EngineState | None:
+    async def state(self, engine: str, wait_if_older_than: float | None = None) -> EngineState | None:
+        """The engine's last known state; a request waits for a scrape (bounded by
+        the client's timeout) only when nothing is known yet, or when the state is
+        older than `wait_if_older_than`: one `decide` would not act on, which an
+        engine nobody asked for a while always has."""
         cached = self._states.get(engine)
-        if cached and time.time() - cached.fetched_at < self.cache_seconds:
+        age = time.time() - cached.fetched_at if cached else math.inf
+        if age < self.cache_seconds:
             return cached
         refresh = self._refreshes.get(engine)
         if refresh is None or refresh.done():
             refresh = self._refreshes[engine] = asyncio.ensure_future(self._refresh(engine))
-        if cached is None:  # nothing known yet: the first scrape, bounded by the client's timeout
+        if cached is None or (wait_if_older_than is not None and age > wait_if_older_than):
             return await asyncio.shield(refresh)
         return cached
 
@@ -319,9 +334,12 @@ def decide(
 # --- the plugin ------------------------------------------------------------------------------
 
 
-def _refuse(code: int, message: str, kind: str, retry_after: int | None = None) -> ProxyException:
-    headers = {"Retry-After": str(retry_after)} if retry_after else None
-    return ProxyException(message=message, type=kind, param=None, code=code, headers=headers)
+def _refuse(code: int, message: str, kind: str, retry_after: int | None = None,
+            shed: str | None = None) -> ProxyException:
+    headers = {"Retry-After": str(retry_after)} if retry_after else {}
+    if shed:
+        headers[SHED_HEADER] = shed
+    return ProxyException(message=message, type=kind, param=None, code=code, headers=headers or None)
 
 
 def _prompt_tokens(data: dict[str, Any]) -> int:
@@ -462,7 +480,8 @@ class TenantPolicy(CustomLogger):
                 (tenant_n, reserved_n, shared_n), others_recent = await self.ledger.counts(
                     *sets, others_mark=others_mark, others_key=others_key)
                 others_mark = None  # once per request, not once per poll at the concurrency limit
-                state = await self.metrics.state(engine)
+                state = None if tenant["tier"] == "spot" and others_recent else await self.metrics.state(
+                    engine, wait_if_older_than=self._acceptable_age(tenant["tier"]))
                 decision = decide(
                     tenant=name, tier=tenant["tier"], engine=engine, max_concurrency=max_concurrency,
                     tenant_in_flight=tenant_n, reserved_slots=reserved, reserved_in_flight=reserved_n,
@@ -495,20 +514,32 @@ class TenantPolicy(CustomLogger):
             if tenant["tier"] == "guaranteed":
                 return
             raise _refuse(429, f"admission state unavailable: {tenant['tier']} traffic paused", "rate_limit_error",
-                          RETRY_AFTER["metrics"]) from None
+                          RETRY_AFTER["metrics"], shed="redis") from None
         finally:
             if waiting:
                 self._waiting_at_limit[name] -= 1
         ADMISSIONS.labels(tenant=name, tier=tenant["tier"], engine=engine,
                           decision="admitted" if decision.admit else "shed", reason=decision.reason).inc()
         if not decision.admit:
-            raise _refuse(429, decision.message, "rate_limit_error", decision.retry_after)
+            raise _refuse(429, decision.message, "rate_limit_error", decision.retry_after,
+                          shed=None if decision.reason in OWN_LIMIT_REASONS else decision.reason)
         metadata = data.setdefault("metadata", {})
         metadata[REQUEST_ID] = request_id
         metadata[HELD_SLOTS] = list(held)
         task = asyncio.current_task()
         if task is not None:
             self._task_claims[task] = (request_id, list(held))
+
+    def _acceptable_age(self, tier: str) -> float | None:
+        """How old an engine state a request of the tier is judged on without
+        waiting for a scrape: guaranteed, any (it never waits); best-effort, as
+        old as admission acts on; spot, no older than the metrics cache, since it
+        may run only on capacity idle now, not idle a few seconds ago."""
+        if tier == "guaranteed":
+            return None
+        if tier == "spot":
+            return self.metrics.cache_seconds
+        return float(self.settings["admission"]["metrics_max_age_seconds"])
 
     async def _release_abandoned(self) -> None:
         task = asyncio.current_task()

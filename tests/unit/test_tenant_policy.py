@@ -324,6 +324,7 @@ def test_without_a_wait_the_limit_refuses_at_once(policy):
     with pytest.raises(ProxyException) as refused:
         _release_soon_and_ask(policy, admitted)
     assert "its limit is 3" in refused.value.message
+    assert tp.SHED_HEADER not in refused.value.headers  # the tenant's own limit, not a shed for capacity
 
 
 def test_a_flood_beyond_the_limit_is_refused_at_once_beyond_one_waiter_per_slot(policy):
@@ -390,6 +391,7 @@ def test_a_saturated_engine_sheds_spot_first(policy):
         run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert refused.value.code == "429" and "spot traffic paused" in refused.value.message
     assert refused.value.headers["Retry-After"] == "10"
+    assert refused.value.headers[tp.SHED_HEADER] == "saturated"
     assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
 
@@ -407,6 +409,7 @@ def test_spot_pauses_after_any_other_tier_arrives_across_replicas(policy, redis_
             run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "c"))
         assert refused.value.code == "429" and refused.value.headers["Retry-After"] == "1"
         assert "engine tiny serving guaranteed or best-effort traffic" in refused.value.message
+        assert refused.value.headers[tp.SHED_HEADER] == "others-active"
         if other == "acme":  # only the engine the others asked for pauses
             assert run(policy.async_pre_call_hook(key("initech"), None, {"model": "micro", "prompt": "x"}, "c"))
         time.sleep(0.7)  # the pause has run out
@@ -441,6 +444,56 @@ def test_failing_metrics_refuse_spot_but_never_guaranteed(policy):
     assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
 
 
+def test_an_engine_idle_for_a_while_is_scraped_again_before_spot_is_judged(policy):
+    # The last state is older than metrics_max_age_seconds because nobody asked for
+    # the engine, not because its metrics failed: spot must not be refused as "load unknown".
+    policy.metrics.cache_seconds = 1
+    policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 60)
+    scrapes = []
+
+    async def fetch(engine):
+        scrapes.append(engine)
+        return 0.0, 0.0, 0.0
+
+    policy.metrics._fetch = fetch
+    assert run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert scrapes == ["tiny"]
+
+
+def test_spot_is_judged_on_the_engines_load_now_best_effort_on_a_recent_one(policy):
+    policy.metrics.cache_seconds = 1
+    policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 3)  # idle a moment ago
+
+    async def busy_now(engine):
+        return 8.0, 6.0, 0.5
+
+    policy.metrics._fetch = busy_now
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    run(policy.metrics._refreshes["tiny"])  # the refresh globex's request started in the background
+    policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 3)
+    with pytest.raises(ProxyException) as refused:
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert refused.value.headers[tp.SHED_HEADER] == "saturated"
+
+
+def test_a_guaranteed_request_never_waits_for_a_scrape_however_old_the_state(policy):
+    policy.metrics.cache_seconds = 1
+    policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 60)
+    answer = asyncio.Event()
+
+    async def unanswered(engine):  # a busy engine's /metrics, answering only when the test says so
+        await answer.wait()
+        return 0.0, 0.0, 0.0
+
+    policy.metrics._fetch = unanswered
+    try:
+        assert run(asyncio.wait_for(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"},
+                                                               "c"), timeout=30))
+    finally:
+        answer.set()
+        run(policy.metrics._refreshes["tiny"])
+
+
 def test_a_lost_redis_fails_safe_per_tier():
     import redis.asyncio as aioredis
 
@@ -451,6 +504,7 @@ def test_a_lost_redis_fails_safe_per_tier():
     with pytest.raises(ProxyException) as refused:
         run(gone.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert refused.value.code == "429" and "admission state unavailable" in refused.value.message
+    assert refused.value.headers[tp.SHED_HEADER] == "redis"
 
 
 def test_a_request_never_waits_for_a_slow_scrape_once_a_state_is_known():
@@ -508,3 +562,9 @@ def test_the_plugin_loads_the_way_litellm_loads_it(tmp_path, monkeypatch):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.proxy_handler_instance.settings["tenants"]["acme"]["priority"] == 0
+
+
+def test_the_smoke_check_reads_the_header_the_plugin_sends():
+    from tenantry.local import stack
+
+    assert stack.SHED_HEADER == tp.SHED_HEADER
