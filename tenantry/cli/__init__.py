@@ -177,10 +177,15 @@ def _run_local(args: argparse.Namespace) -> int:
         elif args.local_command == "smoke":
             results = local.smoke(layout)
             for r in results:
-                mark = Text("✓ ", style="green") if r.status == 200 else Text("✗ ", style="red")
-                console.print(mark + Text(f"{r.tenant:<12} {r.model:<16} HTTP {r.status}  {r.seconds:5.2f} s  {r.detail}"),
-                              soft_wrap=True)
-            return 0 if all(r.status == 200 for r in results) else 1
+                if r.served:
+                    mark, note = Text("✓ ", style="green"), ""
+                elif r.ok:
+                    mark, note = Text("~ ", style="yellow"), f"shed by admission ({r.shed}), not a fault: "
+                else:
+                    mark, note = Text("✗ ", style="red"), ""
+                console.print(mark + Text(f"{r.tenant:<12} {r.tier:<12} {r.model:<16} HTTP {r.status}  "
+                                          f"{r.seconds:5.2f} s  {note}{r.detail}"), soft_wrap=True)
+            return 0 if all(r.ok for r in results) else 1
         elif args.local_command == "down":
             if State.load(layout) is None and not args.purge:
                 console.print(f"nothing was started from {layout.root}")

@@ -208,10 +208,10 @@ def test_the_cli_reports_status_logs_and_smoke(stack, capsys):
     out = capsys.readouterr().out
     lines = {line.split()[1]: line for line in out.splitlines() if line.strip()}
     assert set(lines) == {t.name for t in plan_stack(str(SPEC)).tenants}
-    assert "HTTP 200" in lines["acme"]
+    assert lines["acme"].startswith("✓") and "HTTP 200" in lines["acme"] and "tokens: '" in lines["acme"]
     # thrifty may have spent its tiny budget earlier in this file; smoke fails exactly when a tenant does.
-    assert code == (0 if all("HTTP 200" in line for line in lines.values()) else 1)
-    assert all("HTTP 200" in line or "budget_exceeded" in line for line in lines.values()), lines
+    assert code == (0 if all(line.startswith("✓") for line in lines.values()) else 1)
+    assert all(line.startswith("✓") or "budget_exceeded" in line for line in lines.values()), lines
     assert main(["local", "logs", "gateway-0", "-n", "5", *where]) == 0
     assert capsys.readouterr().out.strip()
     assert main(["local", "logs", "nope", *where]) == 1

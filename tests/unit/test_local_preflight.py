@@ -104,3 +104,17 @@ def test_a_side_gateway_that_died_is_named_with_the_signal_and_its_log(tmp_path)
     finally:
         running.kill()
         running.wait(10)
+
+
+def test_the_smoke_passes_served_tenants_and_lower_tiers_shed_for_capacity_only():
+    from tenantry.local.stack import SmokeResult
+
+    def result(tier, status=200, text="ab cd", shed=None):
+        return SmokeResult("t", tier, "tiny", status, 0.1, "", text, shed)
+
+    assert result("guaranteed").ok and result("spot").ok
+    assert not result("guaranteed", text=" ").ok  # an answer without visible text is a failure
+    assert result("spot", 429, "", "others-active").ok and result("best-effort", 429, "", "saturated").ok
+    assert not result("guaranteed", 429, "", "saturated").ok  # its reservation was not kept
+    for failure in (result("spot", 429, ""), result("spot", 403, ""), result("spot", 500, ""), result("spot", 0, "")):
+        assert not failure.ok  # the tenant's own quota, a refused key, a 5xx, no answer
