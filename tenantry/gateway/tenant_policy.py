@@ -147,8 +147,8 @@ class EngineMetrics:
     async def state(self, engine: str, wait_if_older_than: float | None = None) -> EngineState | None:
         """The engine's last known state; a request waits for a scrape (bounded by
         the client's timeout) only when nothing is known yet, or when the state is
-        older than `wait_if_older_than`: one `decide` would not act on, which an
-        engine nobody asked for a while always has."""
+        older than `wait_if_older_than`. If that scrape fails, such a caller gets
+        None (unknown), never the older state it did not accept."""
         cached = self._states.get(engine)
         age = time.time() - cached.fetched_at if cached else math.inf
         if age < self.cache_seconds:
@@ -157,7 +157,10 @@ class EngineMetrics:
         if refresh is None or refresh.done():
             refresh = self._refreshes[engine] = asyncio.ensure_future(self._refresh(engine))
         if cached is None or (wait_if_older_than is not None and age > wait_if_older_than):
-            return await asyncio.shield(refresh)
+            state = await asyncio.shield(refresh)
+            young_enough = state is not None and (
+                wait_if_older_than is None or time.time() - state.fetched_at <= wait_if_older_than)
+            return state if young_enough else None
         return cached
 
     async def _refresh(self, engine: str) -> EngineState | None:

@@ -476,6 +476,21 @@ def test_spot_is_judged_on_the_engines_load_now_best_effort_on_a_recent_one(poli
     assert refused.value.headers[tp.SHED_HEADER] == "saturated"
 
 
+def test_spot_is_refused_as_unknown_when_the_scrape_it_waited_for_fails(policy):
+    import httpx
+
+    policy.metrics.cache_seconds = 1
+    policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 3)  # idle a moment ago
+
+    async def too_busy_to_answer(engine):
+        raise httpx.ReadTimeout("a saturated engine's /metrics")
+
+    policy.metrics._fetch = too_busy_to_answer
+    with pytest.raises(ProxyException) as refused:
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert refused.value.headers[tp.SHED_HEADER] == "metrics"
+
+
 def test_a_guaranteed_request_never_waits_for_a_scrape_however_old_the_state(policy):
     policy.metrics.cache_seconds = 1
     policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 60)
