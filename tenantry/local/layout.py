@@ -78,8 +78,8 @@ class Layout:
 
     @property
     def postgres_home(self) -> Path:
-        """PostgreSQL's data and socket. As root, PostgreSQL runs as the postgres
-        user, who cannot enter a stack directory below a 0700 folder (root's home,
+        """PostgreSQL's folder: its data (data/) and its socket. As root, PostgreSQL
+        runs as the postgres user, who cannot enter a stack directory below a 0700 folder (root's home,
         `mktemp -d`): its files then live in that user's own home, in a folder
         named after the stack directory, so each stack still has its own."""
         if os.geteuid() != 0:
@@ -93,10 +93,6 @@ class Layout:
     @property
     def postgres_data(self) -> Path:
         return self.postgres_home / "data"
-
-    @property
-    def postgres_socket_dir(self) -> Path:
-        return self.postgres_home
 
     @property
     def gateway(self) -> Path:

@@ -160,7 +160,7 @@ def supervisor_conf(
         sections.append((f"program:{name}", options))
 
     postgres = POSTGRES_BIN / "postgres"
-    program("postgres", f"{postgres} -D {layout.postgres_data} -p {ports.postgres} -k {layout.postgres_socket_dir} "
+    program("postgres", f"{postgres} -D {layout.postgres_data} -p {ports.postgres} -k {layout.postgres_home} "
                         f"-c listen_addresses={HOST} -c max_connections=200",
             stopsignal="INT", user=run_as, directory=layout.postgres_home)
     program("redis", f"/usr/bin/redis-server {layout.redis / 'redis.conf'}")

@@ -207,7 +207,7 @@ def _create_database(layout: Layout, ports: Ports, password: str) -> None:
         "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'litellm') THEN "
         f"CREATE ROLE litellm LOGIN PASSWORD '{password}'; ELSE ALTER ROLE litellm PASSWORD '{password}'; END IF; END $$;"
     )
-    base = ["/usr/bin/psql", "-h", str(layout.postgres_socket_dir), "-p", str(ports.postgres), "-U", "postgres",
+    base = ["/usr/bin/psql", "-h", str(layout.postgres_home), "-p", str(ports.postgres), "-U", "postgres",
             "-v", "ON_ERROR_STOP=1"]
     for command in ([*base, "-c", sql],
                     [*base, "-tAc", "SELECT 1 FROM pg_database WHERE datname = 'litellm'"]):
