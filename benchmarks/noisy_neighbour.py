@@ -28,8 +28,8 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from loadtests.report import ttft_comparison  # noqa: E402
-from loadtests.run import gate  # noqa: E402
+from tenantry.gate.report import ttft_comparison  # noqa: E402
+from tenantry.gate.run import gate  # noqa: E402
 from tenantry.local import stack as local  # noqa: E402
 from tenantry.local.layout import DEFAULT_DIR, Layout  # noqa: E402
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from plan_scale import synthetic_stack  # noqa: E402
 
-from tenantry.deploy.offline import render  # noqa: E402
+from tenantry.manifests.offline import render  # noqa: E402
 
 
 def measure(spec: Path, repeat: int) -> tuple[int, int, int, float, int]:

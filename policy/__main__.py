@@ -12,7 +12,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyPack, StackValidationArgs, StackValidationPolicy
 
-from tenantry.deploy import policies as rules
+from tenantry.manifests import policies as rules
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
 from tenantry.pins import chart
 from tenantry.stacks import plan_stack

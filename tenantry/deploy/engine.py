@@ -26,7 +26,7 @@ from tenantry.deploy.common import (
 )
 from tenantry.deploy.sources import huggingface_script, parse_source, rclone_script
 from tenantry.plan.model import EnginePlan
-from tenantry.render.vllm import PORT, model_reference, vllm_args, vllm_env
+from tenantry.configs.vllm import PORT, model_reference, vllm_args, vllm_env
 
 MODELS_DIR = "/models"
 ADAPTERS_DIR = "/adapters"

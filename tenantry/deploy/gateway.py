@@ -33,8 +33,8 @@ from tenantry.deploy.common import (
     spread_across_nodes,
 )
 from tenantry.plan.model import EnginePlan, Plan
-from tenantry.render.litellm import litellm_config, tenant_policy_settings
-from tenantry.render.teams import desired_teams
+from tenantry.configs.litellm import litellm_config, tenant_policy_settings
+from tenantry.configs.teams import desired_teams
 
 GATEWAY_DIR = Path(__file__).resolve().parent.parent / "gateway"
 NAME = "tenantry-gateway"

@@ -22,7 +22,7 @@ from tenantry.deploy.redis import Redis, RedisArgs
 from tenantry.deploy.tenant import Tenant, TenantArgs
 from tenantry.pins import IMAGES, chart
 from tenantry.plan.model import Plan
-from tenantry.render.vllm import PORT as ENGINE_PORT
+from tenantry.configs.vllm import PORT as ENGINE_PORT
 
 # Platform pods outrank tenants' workloads; the gateway and its data outrank
 # the engines, since without them no engine is reachable anyway.

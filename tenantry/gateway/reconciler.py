@@ -4,7 +4,7 @@ Standard library only: on Kubernetes this file is mounted into the LiteLLM
 image and run as a Job (`python3 reconciler.py`); the local stack imports
 it. Inputs:
 
-- TENANTRY_TEAMS: JSON file of desired teams (tenantry.render.teams);
+- TENANTRY_TEAMS: JSON file of desired teams (tenantry.configs.teams);
 - TENANTRY_KEYS: JSON file {tenant: key}, the keys Pulumi generated (or the
   local stack did) and keeps as secrets;
 - LITELLM_URL, and LITELLM_MASTER_KEY or LITELLM_MASTER_KEY_FILE (a file

@@ -16,8 +16,8 @@ import yaml
 from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports
 from tenantry.local.models import BuiltModel
 from tenantry.plan.model import EnginePlan, Plan
-from tenantry.render.litellm import litellm_config, tenant_policy_settings
-from tenantry.render.vllm import vllm_args, vllm_env
+from tenantry.configs.litellm import litellm_config, tenant_policy_settings
+from tenantry.configs.vllm import vllm_args, vllm_env
 
 GATEWAY_SOURCES = Path(__file__).resolve().parent.parent / "gateway"
 ENGINE_SITE = Path(__file__).resolve().parent / "engine_site"

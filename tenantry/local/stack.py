@@ -32,7 +32,7 @@ from tenantry.gateway.reconciler import LiteLLM, reconcile
 from tenantry.local import models, services
 from tenantry.local.layout import HOST, POSTGRES_USER, VLLM_VENV, Layout, Ports, State
 from tenantry.plan.model import Plan
-from tenantry.render.teams import desired_teams
+from tenantry.configs.teams import desired_teams
 from tenantry.stacks import plan_stack, require_fit, stack_path
 
 if TYPE_CHECKING:
@@ -352,7 +352,7 @@ def start_side_gateway(layout: Layout, ports: Ports, name: str, port: int, plugi
     import yaml
 
     from tenantry.local import prisma
-    from tenantry.render.litellm import POLICY_CALLBACK
+    from tenantry.configs.litellm import POLICY_CALLBACK
 
     config = yaml.safe_load((layout.gateway / "config.yaml").read_text(encoding="utf-8"))
     if not plugin:

@@ -28,7 +28,7 @@ from tenantry.plan.memory import (
 from tenantry.plan.model import (
     AdapterPlan,
     EnginePlan,
-    Fallback,
+    FallbackPlan,
     GatewayPlan,
     KvPlan,
     LoraPlan,
@@ -46,7 +46,7 @@ from tenantry.plan.placement import mig_config_name, mig_slices_available, pack_
 from tenantry.plan.slots import Demand, concurrency_share, plan_slots
 from tenantry.plan.tokens import mig_gpu_share, replica_throughput, sustainable_tpm, usd_per_1k_tokens
 from tenantry.spec.resolve import engine_max_context, resolve_model
-from tenantry.spec.schema import TIERS, Engine, Spec, Tenant
+from tenantry.spec.schema import TIERS, EngineSpec, Spec, TenantSpec
 from tenantry.units import count
 from tenantry.units import human_bytes as gib
 
@@ -72,7 +72,7 @@ class _Notes:
 class _Route:
     """One tenant's traffic to one target."""
 
-    tenant: Tenant
+    tenant: TenantSpec
     target: str
     engine: str
     adapter: str | None
@@ -146,7 +146,7 @@ def _routes(spec: Spec) -> list[_Route]:
 
 
 def _plan_engine(
-    index: int, engine: Engine, spec: Spec, routes: list[_Route], is_fallback: bool, notes: _Notes
+    index: int, engine: EngineSpec, spec: Spec, routes: list[_Route], is_fallback: bool, notes: _Notes
 ) -> EnginePlan:
     path = f"engines[{index}]"
     who = f"engine {engine.name}"
@@ -289,7 +289,7 @@ def _gib_ceil(n: float) -> int:
     return math.ceil(n / 2**30) * 2**30
 
 
-def _plan_pod(engine: Engine, weights_total: int, lora_plan: LoraPlan, placement: str) -> PodPlan:
+def _plan_pod(engine: EngineSpec, weights_total: int, lora_plan: LoraPlan, placement: str) -> PodPlan:
     """Host resources of one replica. vLLM keeps a CPU worker per GPU busy
     (tokenising, scheduling, detokenising), loads weights through host memory
     shard by shard, and keeps max_cpu_loras adapters in host memory."""
@@ -309,7 +309,7 @@ def _plan_pod(engine: Engine, weights_total: int, lora_plan: LoraPlan, placement
 
 def _demands(routes: list[_Route]) -> list[Demand]:
     share_by_tenant: dict[str, float] = defaultdict(float)
-    tenants: dict[str, Tenant] = {}
+    tenants: dict[str, TenantSpec] = {}
     for route in routes:
         share_by_tenant[route.tenant.name] += route.share
         tenants[route.tenant.name] = route.tenant
@@ -320,7 +320,7 @@ def _demands(routes: list[_Route]) -> list[Demand]:
 
 
 def _plan_lora(
-    path: str, who: str, engine: Engine, arch: Architecture, tp: int, free: int, notes: _Notes
+    path: str, who: str, engine: EngineSpec, arch: Architecture, tp: int, free: int, notes: _Notes
 ) -> tuple[LoraPlan, int]:
     adapters = tuple(
         AdapterPlan(
@@ -388,7 +388,7 @@ def _plan_lora(
 def _plan_tokens(
     path: str,
     who: str,
-    engine: Engine,
+    engine: EngineSpec,
     arch: Architecture,
     gpu: GpuType,
     mig: MigProfile | None,
@@ -514,7 +514,7 @@ def _plan_pool(index: int, spec: Spec, engines: tuple[EnginePlan, ...], notes: _
 # --- tenants and gateway ---------------------------------------------------------------------
 
 
-def _plan_tenant(spec: Spec, tenant: Tenant, mine: list[_Route], reserved: int) -> TenantPlan:
+def _plan_tenant(spec: Spec, tenant: TenantSpec, mine: list[_Route], reserved: int) -> TenantPlan:
     policy = spec.tiers.policy(tenant.tier)
     traffic = tuple(
         TrafficPlan(
@@ -561,7 +561,7 @@ def _plan_tenant(spec: Spec, tenant: Tenant, mine: list[_Route], reserved: int) 
     )
 
 
-def _fallback_closure(spec: Spec, tenant: Tenant) -> tuple[str, ...]:
+def _fallback_closure(spec: Spec, tenant: TenantSpec) -> tuple[str, ...]:
     """Every engine reachable through fallbacks from the engines the tenant
     calls (its adapters' base engines included), that it is not allowed already."""
     to = {f.model: f.to for f in spec.gateway.fallbacks}
@@ -583,7 +583,7 @@ def _plan_gateway(spec: Spec) -> GatewayPlan:
     adapters_of = {e.name: tuple(a.name for a in e.adapters) for e in spec.engines}
     return GatewayPlan(
         replicas=spec.gateway.replicas,
-        fallbacks=tuple(Fallback(f.model, tuple(f.to), adapters_of.get(f.model, ()) if f.include_adapters else ())
+        fallbacks=tuple(FallbackPlan(f.model, tuple(f.to), adapters_of.get(f.model, ()) if f.include_adapters else ())
                         for f in spec.gateway.fallbacks),
         tier_priorities=tuple((tier, spec.tiers.policy(tier).priority) for tier in TIERS),
         shed_spot_at_kv_usage=admission.shed_spot_at_kv_usage,

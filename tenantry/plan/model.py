@@ -231,7 +231,7 @@ class TenantPlan:
 
 
 @dataclass(frozen=True)
-class Fallback:
+class FallbackPlan:
     model: str
     to: tuple[str, ...]
     adapters: tuple[str, ...] = ()
@@ -241,7 +241,7 @@ class Fallback:
 @dataclass(frozen=True)
 class GatewayPlan:
     replicas: int
-    fallbacks: tuple[Fallback, ...]
+    fallbacks: tuple[FallbackPlan, ...]
     tier_priorities: tuple[tuple[str, int], ...]
     shed_spot_at_kv_usage: float
     shed_best_effort_at_kv_usage: float

@@ -14,7 +14,7 @@ from tenantry.catalog.gpus import GPU_TYPES, GpuType, place_mig_layout, valid_mi
 from tenantry.catalog.models import CATALOG_MODELS
 from tenantry.findings import Loc, path_str
 from tenantry.spec.resolve import engine_max_context, resolve_model
-from tenantry.spec.schema import TIERS, Engine, NodePool, Placement, Spec
+from tenantry.spec.schema import TIERS, EngineSpec, NodePoolSpec, PlacementSpec, Spec
 
 Problem = tuple[Loc, str]
 
@@ -104,7 +104,7 @@ def _check_mig_layout(gpu: GpuType, layout: list[str], loc: Loc) -> list[Problem
 
 def _check_engines(spec: Spec) -> list[Problem]:
     problems: list[Problem] = []
-    pools: dict[str, NodePool] = {}
+    pools: dict[str, NodePoolSpec] = {}
     for p in spec.cluster.node_pools:
         pools.setdefault(p.name, p)  # a duplicate is reported once, not resolved to the wrong pool
     tenants = {t.name for t in spec.tenants}
@@ -203,7 +203,7 @@ def _check_engines(spec: Spec) -> list[Problem]:
     return problems
 
 
-def _check_placement(placement: Placement, pool: NodePool, loc: Loc) -> list[Problem]:
+def _check_placement(placement: PlacementSpec, pool: NodePoolSpec, loc: Loc) -> list[Problem]:
     gpu = GPU_TYPES[pool.gpu]
     tp = placement.tensor_parallel
     problems: list[Problem] = []
@@ -246,7 +246,7 @@ def _check_placement(placement: Placement, pool: NodePool, loc: Loc) -> list[Pro
 
 def _check_tenants(spec: Spec) -> list[Problem]:
     problems = _duplicates([t.name for t in spec.tenants], ("tenants",), "tenant")
-    engines: dict[str, Engine] = {}
+    engines: dict[str, EngineSpec] = {}
     for e in spec.engines:
         engines.setdefault(e.name, e)
     adapter_owner: dict[str, str] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenantry.catalog.models import Architecture, catalog_model
-from tenantry.spec.schema import Engine
+from tenantry.spec.schema import EngineSpec
 
 DEFAULT_MAX_CONTEXT = 8192
 """Serving the full 128K context of a Llama 3.1 by default would leave room for
@@ -24,7 +24,7 @@ class ResolvedModel:
     source: str
 
 
-def resolve_model(engine: Engine) -> ResolvedModel | None:
+def resolve_model(engine: EngineSpec) -> ResolvedModel | None:
     """None when the model is neither in the catalog nor described (a spec error)."""
     if engine.architecture is not None:
         if engine.revision is None or engine.source is None:
@@ -42,5 +42,5 @@ def resolve_model(engine: Engine) -> ResolvedModel | None:
     )
 
 
-def engine_max_context(engine: Engine, arch: Architecture) -> int:
+def engine_max_context(engine: EngineSpec, arch: Architecture) -> int:
     return engine.max_context if engine.max_context is not None else min(DEFAULT_MAX_CONTEXT, arch.max_context)

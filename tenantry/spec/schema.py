@@ -82,7 +82,7 @@ class SpecModel(BaseModel):
 # --- cluster ---------------------------------------------------------------------------------
 
 
-class NodePool(SpecModel):
+class NodePoolSpec(SpecModel):
     """A group of identical GPU nodes."""
 
     name: Name = field(description="Pool name; nodes are labelled with it and engines are placed on it.")
@@ -110,14 +110,14 @@ class NodePool(SpecModel):
     )
 
 
-class Cluster(SpecModel):
+class ClusterSpec(SpecModel):
     kubernetes_version: str = field(
         "1.31",
         description="Kubernetes minor version of the target cluster (quoted: \"1.31\"); manifests are "
         "validated against its schemas.",
         pattern=KUBERNETES_VERSION_PATTERN,
     )
-    node_pools: list[NodePool] = field(description="The cluster's GPU node pools.", min_length=1)
+    node_pools: list[NodePoolSpec] = field(description="The cluster's GPU node pools.", min_length=1)
 
 
 # --- engines ---------------------------------------------------------------------------------
@@ -154,7 +154,7 @@ class ArchitectureSpec(SpecModel):
         return self
 
 
-class Placement(SpecModel):
+class PlacementSpec(SpecModel):
     pool: Name = field(description="Node pool the engine runs on.")
     tensor_parallel: int = field(
         1, description="GPUs one replica spans (whole-GPU pools only; must divide the GPUs of a node).",
@@ -165,7 +165,7 @@ class Placement(SpecModel):
     )
 
 
-class ThroughputOverride(SpecModel):
+class ThroughputOverrideSpec(SpecModel):
     """Measured throughput of one replica, replacing the catalog estimate."""
 
     prefill_tokens_per_second: float = field(
@@ -176,7 +176,7 @@ class ThroughputOverride(SpecModel):
     )
 
 
-class Adapter(SpecModel):
+class AdapterSpec(SpecModel):
     """A LoRA adapter served by its base engine."""
 
     name: Name = field(description="Adapter name: the model name tenants request it by.")
@@ -194,7 +194,7 @@ class Adapter(SpecModel):
     tenant: Name = field(description="The tenant that owns the adapter; only it may be allowed to use it.")
 
 
-class LoraSettings(SpecModel):
+class LoraSpec(SpecModel):
     max_loras: int | None = field(
         None, description="Adapters that can be in one batch (vLLM --max-loras); omit to let the planner "
         "choose what fits in gpu_memory_fraction.", unit="adapters", ge=1, le=1024,
@@ -209,7 +209,7 @@ class LoraSettings(SpecModel):
     )
 
 
-class Engine(SpecModel):
+class EngineSpec(SpecModel):
     """One model deployment (a vLLM Deployment with replicas)."""
 
     name: Name = field(description="Engine name: the model name tenants request and the Kubernetes name.")
@@ -233,7 +233,7 @@ class Engine(SpecModel):
         None, description="Longest sequence (prompt + output) served; defaults to the smaller of 8192 and "
         "the model's maximum.", unit="tokens", ge=16, le=10_000_000,
     )
-    placement: Placement = field(description="Where replicas run: a pool, and a TP size or a MIG profile.")
+    placement: PlacementSpec = field(description="Where replicas run: a pool, and a TP size or a MIG profile.")
     replicas: int = field(1, description="Identical replicas behind the engine's Service.", ge=1, le=256)
     gpu_memory_utilization: float = field(
         0.90, description="Share of each GPU's memory the engine may claim (vLLM --gpu-memory-utilization).",
@@ -247,17 +247,17 @@ class Engine(SpecModel):
         256, description="Upper bound on sequences batched together; the planner lowers it to what the KV "
         "cache holds at the tenants' typical context.", unit="sequences", ge=1, le=4096,
     )
-    throughput: ThroughputOverride | None = field(
+    throughput: ThroughputOverrideSpec | None = field(
         None, description="Measured throughput per replica, replacing the catalog's estimate."
     )
-    lora: LoraSettings = field(default_factory=LoraSettings, description="LoRA serving limits.")
-    adapters: list[Adapter] = field(default_factory=list, description="LoRA adapters served on this base.")
+    lora: LoraSpec = field(default_factory=LoraSpec, description="LoRA serving limits.")
+    adapters: list[AdapterSpec] = field(default_factory=list, description="LoRA adapters served on this base.")
 
 
 # --- tenants ---------------------------------------------------------------------------------
 
 
-class Budget(SpecModel):
+class BudgetSpec(SpecModel):
     usd: float = field(description="Spend allowed per window, priced at the plan's per-token cost.", unit="USD", gt=0, le=1e9)
     window: str = field(
         "30d", description="Budget reset period: a number and s, m, h, d, w or mo (30d, 1mo, 12h).",
@@ -265,7 +265,7 @@ class Budget(SpecModel):
     )
 
 
-class CacheIsolation(SpecModel):
+class CacheIsolationSpec(SpecModel):
     isolation: CacheIsolationMode = field(
         "own", description="own: a salt only this tenant's requests carry; shared: a salt shared by a named "
         "group of tenants; none: the unsalted, common prefix cache.",
@@ -277,7 +277,7 @@ class CacheIsolation(SpecModel):
     group: Name | None = field(None, description="The shared group's name (isolation: shared).")
 
     @model_validator(mode="after")
-    def _mode_fields(self) -> CacheIsolation:
+    def _mode_fields(self) -> CacheIsolationSpec:
         if self.isolation == "shared" and self.group is None:
             raise ValueError("isolation 'shared' needs a group")
         if self.isolation != "shared" and self.group is not None:
@@ -287,7 +287,7 @@ class CacheIsolation(SpecModel):
         return self
 
 
-class Slo(SpecModel):
+class SloSpec(SpecModel):
     ttft_p95_ms: float = field(description="95th percentile time to first token.", unit="ms", gt=0, le=3_600_000)
     itl_p95_ms: float = field(description="95th percentile inter-token latency.", unit="ms", gt=0, le=600_000)
     max_error_rate: float = field(
@@ -296,12 +296,12 @@ class Slo(SpecModel):
     )
 
 
-class TypicalRequest(SpecModel):
+class TypicalRequestSpec(SpecModel):
     prompt_tokens: int = field(1024, description="Typical prompt length.", unit="tokens", ge=1, le=10_000_000)
     output_tokens: int = field(256, description="Typical output length.", unit="tokens", ge=1, le=10_000_000)
 
 
-class TrafficShare(SpecModel):
+class TrafficShareSpec(SpecModel):
     target: str = field(description="An engine or adapter the tenant is allowed.")
     share: float = field(description="Share of the tenant's requests; shares sum to 1.", unit="fraction", gt=0, le=1)
     profile: TrafficProfile = field(
@@ -310,7 +310,7 @@ class TrafficShare(SpecModel):
     )
 
 
-class NamespaceQuota(SpecModel):
+class NamespaceQuotaSpec(SpecModel):
     """Limits of the tenant's own namespace, where its applications and its gateway key live.
     GPUs are always quota 0 there: tenants reach models only through the gateway."""
 
@@ -319,7 +319,7 @@ class NamespaceQuota(SpecModel):
     pods: int = field(50, description="Pods allowed in the namespace.", unit="pods", ge=1, le=100_000)
 
 
-class Tenant(SpecModel):
+class TenantSpec(SpecModel):
     name: Name = field(description="Tenant name; its namespace is tenant-<name>.")
     tier: Tier = field(description="guaranteed (reserved slots), best-effort (shares the rest) or spot (idle capacity only).")
     models: list[Name] = field(default_factory=list, description="Engines the tenant may call.")
@@ -327,19 +327,19 @@ class Tenant(SpecModel):
     tpm: int = field(description="Tokens (prompt + output) per minute.", unit="tokens/min", ge=1, le=10_000_000_000)
     rpm: int = field(description="Requests per minute.", unit="requests/min", ge=1, le=100_000_000)
     max_concurrency: int = field(description="Requests in flight at once.", unit="requests", ge=1, le=1_000_000)
-    budget: Budget = field(description="Spend limit and its window.")
-    cache: CacheIsolation = field(default_factory=CacheIsolation, description="Prefix-cache isolation.")
-    slo: Slo = field(description="Latency and error objectives the load-test gate checks.")
-    typical: TypicalRequest = field(default_factory=TypicalRequest, description="Typical request size, for planning.")
-    traffic: list[TrafficShare] | None = field(
+    budget: BudgetSpec = field(description="Spend limit and its window.")
+    cache: CacheIsolationSpec = field(default_factory=CacheIsolationSpec, description="Prefix-cache isolation.")
+    slo: SloSpec = field(description="Latency and error objectives the load-test gate checks.")
+    typical: TypicalRequestSpec = field(default_factory=TypicalRequestSpec, description="Typical request size, for planning.")
+    traffic: list[TrafficShareSpec] | None = field(
         None, description="How requests split over the allowed engines and adapters; defaults to an even split."
     )
-    namespace_quota: NamespaceQuota = field(
-        default_factory=NamespaceQuota, description="Quota of the tenant's namespace on Kubernetes."
+    namespace_quota: NamespaceQuotaSpec = field(
+        default_factory=NamespaceQuotaSpec, description="Quota of the tenant's namespace on Kubernetes."
     )
 
 
-class TierPolicy(SpecModel):
+class TierPolicySpec(SpecModel):
     priority: int = field(description="vLLM scheduling priority (lower runs first).", ge=-1000, le=1000)
     max_prompt_tokens: int | None = field(
         None, description="Longest prompt accepted from this tier; omit for the engine's limit.", unit="tokens", ge=1, le=10_000_000
@@ -349,23 +349,23 @@ class TierPolicy(SpecModel):
     )
 
 
-class Tiers(SpecModel):
+class TiersSpec(SpecModel):
     """Coarse priority levels: interactive work first, batch last."""
 
-    guaranteed: TierPolicy = field(default_factory=lambda: TierPolicy(priority=0), description="Guaranteed tier.")
-    best_effort: TierPolicy = field(
-        default_factory=lambda: TierPolicy(priority=10), alias="best-effort", description="Best-effort tier."
+    guaranteed: TierPolicySpec = field(default_factory=lambda: TierPolicySpec(priority=0), description="Guaranteed tier.")
+    best_effort: TierPolicySpec = field(
+        default_factory=lambda: TierPolicySpec(priority=10), alias="best-effort", description="Best-effort tier."
     )
-    spot: TierPolicy = field(default_factory=lambda: TierPolicy(priority=100), description="Spot tier.")
+    spot: TierPolicySpec = field(default_factory=lambda: TierPolicySpec(priority=100), description="Spot tier.")
 
-    def policy(self, tier: Tier) -> TierPolicy:
+    def policy(self, tier: Tier) -> TierPolicySpec:
         return {"guaranteed": self.guaranteed, "best-effort": self.best_effort, "spot": self.spot}[tier]
 
 
 # --- gateway ---------------------------------------------------------------------------------
 
 
-class Fallback(SpecModel):
+class FallbackSpec(SpecModel):
     model: Name = field(description="Engine whose failures fall back.")
     to: list[Name] = field(description="Engines tried in order when it fails.", min_length=1)
     include_adapters: bool = field(
@@ -375,7 +375,7 @@ class Fallback(SpecModel):
     )
 
 
-class Admission(SpecModel):
+class AdmissionSpec(SpecModel):
     """When the gateway starts refusing lower tiers, from live engine metrics."""
 
     shed_spot_at_kv_usage: float = field(
@@ -408,16 +408,16 @@ class Admission(SpecModel):
     )
 
 
-class Gateway(SpecModel):
+class GatewaySpec(SpecModel):
     replicas: int = field(2, description="LiteLLM gateway replicas.", ge=1, le=64)
-    fallbacks: list[Fallback] = field(default_factory=list, description="Fallbacks between engines.")
-    admission: Admission = field(default_factory=Admission, description="Admission thresholds.")
+    fallbacks: list[FallbackSpec] = field(default_factory=list, description="Fallbacks between engines.")
+    admission: AdmissionSpec = field(default_factory=AdmissionSpec, description="Admission thresholds.")
 
 
 # --- platform services ----------------------------------------------------------------------
 
 
-class Postgres(SpecModel):
+class PostgresSpec(SpecModel):
     """LiteLLM's database: keys, teams, budgets and spend."""
 
     instances: int = field(2, description="PostgreSQL instances (one primary, the rest streaming replicas).", ge=1, le=9)
@@ -434,12 +434,12 @@ class Postgres(SpecModel):
     backup_retention_days: int = field(14, description="How long backups are kept.", unit="days", ge=1, le=3650)
 
 
-class Platform(SpecModel):
+class PlatformSpec(SpecModel):
     """Where and how the shared services run on Kubernetes."""
 
     namespace: Name = field("tenantry", description="Namespace of the gateway, engines, PostgreSQL and Redis.")
     storage_class: Name | None = field(None, description="StorageClass for volumes; omit for the cluster default.")
-    postgres: Postgres = field(default_factory=Postgres, description="LiteLLM's PostgreSQL.")
+    postgres: PostgresSpec = field(default_factory=PostgresSpec, description="LiteLLM's PostgreSQL.")
 
 
 # --- the whole spec --------------------------------------------------------------------------
@@ -449,9 +449,9 @@ class Spec(SpecModel):
     """stacks/<stack>.yaml"""
 
     description: str = field("", description="What this stack is for.", max_length=2000)
-    cluster: Cluster = field(description="The cluster and its node pools.")
-    engines: list[Engine] = field(description="Model deployments.", min_length=1)
-    tenants: list[Tenant] = field(description="Tenants and their contracts.", min_length=1)
-    tiers: Tiers = field(default_factory=Tiers, description="Priority and request caps per tier.")
-    gateway: Gateway = field(default_factory=Gateway, description="The LiteLLM gateway.")
-    platform: Platform = field(default_factory=Platform, description="Shared services on Kubernetes.")
+    cluster: ClusterSpec = field(description="The cluster and its node pools.")
+    engines: list[EngineSpec] = field(description="Model deployments.", min_length=1)
+    tenants: list[TenantSpec] = field(description="Tenants and their contracts.", min_length=1)
+    tiers: TiersSpec = field(default_factory=TiersSpec, description="Priority and request caps per tier.")
+    gateway: GatewaySpec = field(default_factory=GatewaySpec, description="The LiteLLM gateway.")
+    platform: PlatformSpec = field(default_factory=PlatformSpec, description="Shared services on Kubernetes.")

@@ -10,10 +10,10 @@ import subprocess
 import zlib
 from pathlib import Path
 
-from loadtests.records import Record, write_records
-from loadtests.report import RunView, write_report
-from loadtests.scenarios import scenario as build_scenario
-from loadtests.verdict import verdict
+from tenantry.gate.records import Record, write_records
+from tenantry.gate.report import RunView, write_report
+from tenantry.gate.scenarios import scenario as build_scenario
+from tenantry.gate.verdict import verdict
 from tenantry.stacks import plan_stack
 
 CHROMIUM = shutil.which("chromium")

@@ -17,7 +17,7 @@ from tenantry.catalog.models import catalog_model
 from tenantry.gateway.reconciler import LiteLLM, reconcile
 from tenantry.local import stack as local
 from tenantry.local.models import job_for
-from tenantry.render.teams import desired_teams
+from tenantry.configs.teams import desired_teams
 from tenantry.stacks import plan_stack
 from tests.local.conftest import SPEC, chat, stream_text
 

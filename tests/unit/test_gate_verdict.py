@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.profiles import request_body, traffic_classes
-from loadtests.records import Record, read_records, write_records
-from loadtests.scenarios import SCENARIOS, ScenarioError, scenario
-from loadtests.verdict import percentile, priority_inversions, verdict
+from tenantry.gate.profiles import request_body, traffic_classes
+from tenantry.gate.records import Record, read_records, write_records
+from tenantry.gate.scenarios import SCENARIOS, ScenarioError, scenario
+from tenantry.gate.verdict import percentile, priority_inversions, verdict
 from tenantry.stacks import plan_stack
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tenantry.gateway.reconciler import MANAGED_BY, Action, plan_actions
-from tenantry.render.litellm import litellm_config, tenant_policy_settings
-from tenantry.render.teams import desired_teams
-from tenantry.render.vllm import vllm_args, vllm_env
+from tenantry.configs.litellm import litellm_config, tenant_policy_settings
+from tenantry.configs.teams import desired_teams
+from tenantry.configs.vllm import vllm_args, vllm_env
 from tenantry.stacks import plan_stack
 
 

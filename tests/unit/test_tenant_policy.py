@@ -15,7 +15,7 @@ import pytest
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
 from tenantry.gateway import tenant_policy as tp
-from tenantry.render.litellm import tenant_policy_settings
+from tenantry.configs.litellm import tenant_policy_settings
 from tenantry.stacks import plan_stack
 
 ADMISSION = {"shed_spot_at_kv_usage": 0.8, "shed_best_effort_at_kv_usage": 0.92, "shed_spot_at_waiting": 1,

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tenantry.deploy.checks import check_rendering, policy_violations
+from tenantry.manifests.checks import check_rendering, policy_violations
 from tenantry.deploy.gpu_nodes import MIG_CONFIG_LABEL, MIG_PARTED_CONFIGMAP
-from tenantry.deploy.offline import Secret, render, write
-from tenantry.render.litellm import POLICY_CALLBACK
+from tenantry.manifests.offline import Secret, render, write
+from tenantry.configs.litellm import POLICY_CALLBACK
 from tenantry.stacks import plan_stack, stack_path
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from typing import Any
 
 import kubernetes_validate
 
-from tenantry.deploy.offline import redacted
+from tenantry.manifests.offline import redacted
 
 DURATION = re.compile(r"^(\d+(ms|s|m|h))+$")
 QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")

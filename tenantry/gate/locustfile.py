@@ -3,7 +3,7 @@ the scenario as a LoadTestShape, and a quitting listener that writes the
 measured requests and the verdict and sets the exit code.
 
 Run by `tenantry gate`, which writes the run's settings to run.json and
-points TENANTRY_GATE_RUN at it; `locust -f loadtests/locustfile.py
+points TENANTRY_GATE_RUN at it; `locust -f tenantry/gate/locustfile.py
 --headless` with that variable set works the same way.
 """
 
@@ -22,11 +22,11 @@ import gevent
 import requests
 from locust import LoadTestShape, User, events, task
 
-from loadtests import profiles
-from loadtests.records import VERDICT_JSON, Record, write_records
-from loadtests.scenarios import Scenario, Stage
-from loadtests.scenarios import scenario as build_scenario
-from loadtests.verdict import verdict
+from tenantry.gate import profiles
+from tenantry.gate.records import VERDICT_JSON, Record, write_records
+from tenantry.gate.scenarios import Scenario, Stage
+from tenantry.gate.scenarios import scenario as build_scenario
+from tenantry.gate.verdict import verdict
 from tenantry.plan.model import Plan, TrafficPlan
 from tenantry.stacks import plan_stack
 

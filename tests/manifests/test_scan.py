@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.deploy.offline import render, write
-from tenantry.deploy.scan import load_waivers, run_checkov, unwaived
+from tenantry.manifests.offline import render, write
+from tenantry.manifests.scan import load_waivers, run_checkov, unwaived
 from tenantry.stacks import plan_stack, stack_path
 
 ROOT = Path(__file__).resolve().parents[2]

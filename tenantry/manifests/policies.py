@@ -5,7 +5,7 @@ them over the mock render of every stack. Each violation names the resource
 it is about.
 
 A resource is (type token, logical name, properties); secret values are
-`tenantry.deploy.offline.Secret` markers.
+`tenantry.manifests.offline.Secret` markers.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tenantry.deploy.offline import Secret
+from tenantry.manifests.offline import Secret
 from tenantry.pins import IMAGES, chart
 from tenantry.plan.model import Plan
 
@@ -252,7 +252,7 @@ def tensor_parallel_never_on_mig(resources: list[Resource]) -> list[str]:
 def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
     """GPU requests and vLLM's arguments are exactly what the Plan decided."""
     from tenantry.deploy.engine import ADAPTERS_DIR, MODELS_DIR
-    from tenantry.render.vllm import model_reference, vllm_args
+    from tenantry.configs.vllm import model_reference, vllm_args
 
     violations = []
     deployments = {r.metadata.get("name"): r for r in resources if r.kind == "Deployment"}

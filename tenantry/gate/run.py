@@ -21,15 +21,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtests.records import RUN_JSON, VERDICT_JSON, read_records
-from loadtests.report import RunView, ttft_comparison, write_report
-from loadtests.scenarios import Scenario
+from tenantry.gate.records import RUN_JSON, VERDICT_JSON, read_records
+from tenantry.gate.report import RunView, ttft_comparison, write_report
+from tenantry.gate.scenarios import Scenario
 from tenantry.local import stack as local
 from tenantry.local.layout import HOST, Layout, State
 from tenantry.plan.model import Plan
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
-REPO = LOCUSTFILE.parent.parent
+REPO = LOCUSTFILE.parents[2]
 SIDE_GATEWAY_OFFSET = 94
 """The side-by-side's two gateways listen at the local stack's port base + this and + this + 1."""
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -90,7 +90,7 @@ def warm_up(plan: Plan, target: Target, echo=print, rounds: int = 2, quota_wait_
     minute long) is waited for, so that a run starts from fresh windows."""
     import httpx
 
-    from loadtests.verdict import SHED_MESSAGE
+    from tenantry.gate.verdict import SHED_MESSAGE
 
     keys = json.loads(target.keys_file.read_text(encoding="utf-8"))
     for url in target.gateways:
@@ -214,8 +214,8 @@ def print_comparison(on: RunView, off: RunView, console) -> None:
 def gate(stack: str, scenario_name: str, *, gateway: str | None, keys: str | None, out: str | None,
          short: bool, tenant: str | None, side_by_side: bool, stop_engine: str | None, layout: Layout,
          console) -> int:
-    from loadtests.scenarios import ScenarioError
-    from loadtests.scenarios import scenario as build_scenario
+    from tenantry.gate.scenarios import ScenarioError
+    from tenantry.gate.scenarios import scenario as build_scenario
     from tenantry.stacks import plan_stack, require_fit, stack_path
 
     stack_file = stack_path(stack)

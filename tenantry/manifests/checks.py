@@ -4,10 +4,10 @@ environment)."""
 
 from __future__ import annotations
 
-from tenantry.deploy import policies as rules
+from tenantry.manifests import policies as rules
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
-from tenantry.deploy.offline import Rendering
-from tenantry.deploy.validate import validate_manifests
+from tenantry.manifests.offline import Rendering
+from tenantry.manifests.validate import validate_manifests
 from tenantry.pins import chart
 from tenantry.plan.model import Plan
 

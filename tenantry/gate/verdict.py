@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from loadtests.records import Record
-from loadtests.scenarios import Scenario
+from tenantry.gate.records import Record
+from tenantry.gate.scenarios import Scenario
 from tenantry.plan.model import Plan, TenantPlan
 
 SHED_MESSAGE = re.compile(r"saturated|unreserved slots|load unknown|slots were taken|admission state unavailable|"

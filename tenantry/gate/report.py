@@ -16,8 +16,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from loadtests.records import REQUESTS_CSV, Record
-from loadtests.verdict import TenantFigures, percentile
+from tenantry.gate.records import REQUESTS_CSV, Record
+from tenantry.gate.verdict import TenantFigures, percentile
 
 WINDOW_SECONDS = 10.0
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from tenantry.deploy import policies as rules
-from tenantry.deploy.checks import policy_resources
+from tenantry.manifests import policies as rules
+from tenantry.manifests.checks import policy_resources
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
-from tenantry.deploy.offline import Secret, render
+from tenantry.manifests.offline import Secret, render
 from tenantry.pins import chart
 from tenantry.stacks import plan_stack, stack_path
 

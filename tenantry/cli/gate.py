@@ -1,0 +1,61 @@
+"""`tenantry gate STACK --scenario NAME`: a mixed-tenant load scenario, every tenant judged against its SLO.
+
+Runs one Locust scenario headless against the local stack (default) or a
+gateway, prints each tenant's figures against its SLO, and writes an HTML
+report with the CSVs.
+
+Exit codes: 0 every judged tenant and every scenario check passes; 1 one
+fails; 2 the gate cannot run as asked (invalid spec, plan that does not fit,
+no stack or gateway to run against, unknown scenario or tenant).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tenantry.cli.output import EXIT_INVALID_SPEC, print_error, print_spec_error, stdout_console
+from tenantry.findings import PlanRefused, SpecError
+from tenantry.gate.scenarios import SCENARIOS
+
+EXIT_PASS, EXIT_FAIL, EXIT_CANNOT_RUN = 0, 1, 2
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    gate = commands.add_parser(
+        "gate", help="run a mixed-tenant load scenario and judge every tenant against its SLO",
+        description=__doc__.split("\n\n", 1)[1].split("\n\n")[0], epilog=__doc__.split("\n\n")[-1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    gate.add_argument("stack", metavar="STACK", help="a stack file or a stack name")
+    gate.add_argument("--scenario", required=True, metavar="NAME", choices=list(SCENARIOS),
+                      help=", ".join(SCENARIOS))
+    gate.add_argument("--gateway", metavar="URL", help="a gateway to test instead of the local stack")
+    gate.add_argument("--keys", metavar="FILE", help="with --gateway: JSON object of tenant name to key")
+    gate.add_argument("--stop-engine", metavar="COMMAND",
+                      help="with --gateway: command that stops an engine ({engine} is replaced), for engine-failure")
+    gate.add_argument("--tenant", metavar="NAME", help="the tenant a scenario pushes (default: the first of the tier)")
+    gate.add_argument("--short", action="store_true", help="the CI version: every scenario in two minutes or less")
+    gate.add_argument("--side-by-side", action="store_true",
+                      help="local stack only: run again through plain LiteLLM (no policy, first come first served) "
+                      "and compare")
+    gate.add_argument("--out", metavar="DIR", help="directory for the report and CSVs (default .local/gate/...)")
+    gate.add_argument("--dir", metavar="DIR", help="the local stack's state directory (default .local)")
+    gate.add_argument("--port-base", type=int, metavar="PORT", help="the local stack's first port")
+    gate.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tenantry.gate.run import GateError, gate
+    from tenantry.local.layout import Layout
+    from tenantry.local.stack import LocalStackError
+
+    try:
+        return gate(args.stack, args.scenario, gateway=args.gateway, keys=args.keys, out=args.out, short=args.short,
+                    tenant=args.tenant, side_by_side=args.side_by_side, stop_engine=args.stop_engine,
+                    layout=Layout.from_environment(args.dir, args.port_base), console=stdout_console())
+    except SpecError as error:
+        print_spec_error(error)
+        return EXIT_INVALID_SPEC
+    except (GateError, LocalStackError, PlanRefused) as error:
+        print_error(str(error))
+        return EXIT_CANNOT_RUN

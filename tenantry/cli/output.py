@@ -1,0 +1,39 @@
+"""What every command prints the same way: consoles and spec errors."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.text import Text
+
+from tenantry.findings import SpecError
+
+EXIT_INVALID_SPEC = 2
+"""Every command that reads a spec exits 2 when it is invalid."""
+
+
+def stdout_console() -> Console:
+    # Piped output (CI logs, files) gets a wide page instead of rich's 80 columns.
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=140)
+
+
+def print_error(message: str) -> None:
+    """A user error on stderr, one line or a few, never a traceback."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(Text(message, style="red"))
+
+
+def print_spec_error(error: SpecError, as_json: bool = False) -> None:
+    if as_json:
+        findings = [{"path": f.path, "message": f.message, "line": f.line} for f in error.findings]
+        print(json.dumps({"valid": False, "source": error.source, "errors": findings}, indent=2))
+        return
+    console = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per problem, greppable
+    console.print(Text(error.headline, style="bold red"))
+    for finding in error.findings:
+        where = f"line {finding.line}: " if finding.line else ""
+        console.print(
+            Text("  ✗ ", style="red") + Text(where) + Text(finding.path or "(file)", style="bold")
+            + Text(f": {finding.message}")
+        )
