@@ -75,7 +75,7 @@ class RunningStack:
 @pytest.fixture(scope="session")
 def stack() -> RunningStack:
     # Beside the developer's own stack in .local/, where a failed run's logs stay to be read.
-    root = DEFAULT_DIR / "test-stack"
+    root = Path(os.environ.get("TENANTRY_TEST_DIR", DEFAULT_DIR / "test-stack"))
     if root.exists():
         local.down(Layout.from_environment(root, PORT_BASE), purge=True, progress=lambda _: None)
     layout = Layout.from_environment(root, PORT_BASE)
