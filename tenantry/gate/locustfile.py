@@ -258,7 +258,8 @@ class CacheProbeUser(User):
                 while elapsed() < self.next_allowed.get(tenant.name, 0.0):
                     gevent.sleep(0.1)
                 self.next_allowed[tenant.name] = elapsed() + 2 / tenant.contract_requests_per_second
-                entry = TrafficPlan(model, model, None, 1.0, "chat", 0, 0)
+                entry = TrafficPlan(target=model, engine=model, adapter=None, share=1.0, profile="chat", tpm=0,
+                                    concurrency=0)
                 body = profiles.request_body(tenant, entry, self.rng, stream=False, prompt=prompt)
                 body["max_tokens"] = 4
                 record = Record(tenant.name, tenant.tier, "cache-probe", model, stage.name, elapsed(), False, 0, 0.0,

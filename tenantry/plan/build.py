@@ -224,7 +224,11 @@ def _plan_engine(
             f"less than one {max_context:,}-token sequence; lower max_context, use kv_cache_dtype fp8 or more "
             f"memory ({who})",
         )
-    kv = KvPlan(per_token, per_token_gpu, kv_tokens, max_context, typical, at_max, at_typical, max_num_seqs)
+    kv = KvPlan(
+        bytes_per_token=per_token, bytes_per_token_per_gpu=per_token_gpu, tokens_per_replica=kv_tokens,
+        max_context=max_context, typical_context=typical, sequences_at_max_context=at_max,
+        sequences_at_typical_context=at_typical, max_num_seqs=max_num_seqs,
+    )
 
     # --- slots
     slots = plan_slots(max_num_seqs * engine.replicas, demands)
@@ -275,7 +279,10 @@ def _plan_engine(
         gpu_resource=resource,
         gpu_resource_count=resource_count,
         gpu_memory_utilization=engine.gpu_memory_utilization,
-        memory=MemoryPlan(device, claimed, weights_per_gpu, reserve, lora_bytes, kv_bytes),
+        memory=MemoryPlan(
+            device_bytes=device, claimed_bytes=claimed, weight_bytes=weights_per_gpu, reserve_bytes=reserve,
+            lora_bytes=lora_bytes, kv_bytes=kv_bytes,
+        ),
         kv=kv,
         slots=slots,
         lora=lora_plan,
@@ -324,13 +331,15 @@ def _plan_lora(
 ) -> tuple[LoraPlan, int]:
     adapters = tuple(
         AdapterPlan(
-            a.name, a.tenant, a.rank, tuple(a.target_modules), a.source,
-            lora_math.adapter_bytes(arch, a.rank, a.target_modules),
+            name=a.name, tenant=a.tenant, rank=a.rank, target_modules=tuple(a.target_modules), source=a.source,
+            bytes=lora_math.adapter_bytes(arch, a.rank, a.target_modules),
         )
         for a in engine.adapters
     )
     if not adapters:
-        return LoraPlan(False, 0, 0, 0, 0, ()), 0
+        return LoraPlan(
+            enabled=False, max_lora_rank=0, max_loras=0, max_cpu_loras=0, slot_bytes_per_gpu=0, adapters=()
+        ), 0
 
     ranks = [a.rank for a in adapters]
     rank = lora_math.max_lora_rank(ranks)
@@ -382,7 +391,11 @@ def _plan_lora(
             f"{len(adapters)} adapters but {max_cpu_loras} stay warm in host memory; the rest load from the "
             f"adapter store on first use ({who})",
         )
-    return LoraPlan(True, rank, max_loras, max_cpu_loras, slot, adapters), max_loras * slot
+    lora_plan = LoraPlan(
+        enabled=True, max_lora_rank=rank, max_loras=max_loras, max_cpu_loras=max_cpu_loras, slot_bytes_per_gpu=slot,
+        adapters=adapters,
+    )
+    return lora_plan, max_loras * slot
 
 
 def _plan_tokens(
@@ -424,8 +437,12 @@ def _plan_tokens(
             f"the catalog has no throughput estimate for a {decode_class} model on {gpu.name}; measure one "
             f"replica and give prefill_tokens_per_second and decode_tokens_per_second ({who})",
         )
-        return TokenPlan(source, prefill_class, decode_class, 0, 0, input_fraction, 0, round(demand), round(guaranteed),
-                         0.0, 0.0, 0.0, 0.0)
+        return TokenPlan(
+            throughput_source=source, prefill_size_class=prefill_class, decode_size_class=decode_class,
+            prefill_tokens_per_second=0, decode_tokens_per_second=0, input_token_fraction=input_fraction,
+            sustainable_tpm=0, demand_tpm=round(demand), guaranteed_tpm=round(guaranteed), overcommit_ratio=0.0,
+            usd_per_hour=0.0, usd_per_1k_input_tokens=0.0, usd_per_1k_output_tokens=0.0,
+        )
 
     capacity = sustainable_tpm(prefill, decode, input_fraction, engine.replicas)
     ratio = demand / capacity
@@ -475,7 +492,7 @@ def _plan_pool(index: int, spec: Spec, engines: tuple[EnginePlan, ...], notes: _
         used: dict[str, int] = defaultdict(int)
         for e in mine:
             used[e.mig_profile or ""] += e.replicas
-        slices = tuple(MigSlices(p, available[p], used.get(p, 0)) for p in sorted(available))
+        slices = tuple(MigSlices(profile=p, available=available[p], used=used.get(p, 0)) for p in sorted(available))
         for s in slices:
             if s.used > s.available:
                 notes.refuse(
@@ -518,8 +535,8 @@ def _plan_tenant(spec: Spec, tenant: TenantSpec, mine: list[_Route], reserved: i
     policy = spec.tiers.policy(tenant.tier)
     traffic = tuple(
         TrafficPlan(
-            r.target, r.engine, r.adapter, r.share, r.profile, round(tenant.tpm * r.share),
-            concurrency_share(tenant.max_concurrency, r.share),
+            target=r.target, engine=r.engine, adapter=r.adapter, share=r.share, profile=r.profile,
+            tpm=round(tenant.tpm * r.share), concurrency=concurrency_share(tenant.max_concurrency, r.share),
         )
         for r in mine
     )
@@ -583,7 +600,8 @@ def _plan_gateway(spec: Spec) -> GatewayPlan:
     adapters_of = {e.name: tuple(a.name for a in e.adapters) for e in spec.engines}
     return GatewayPlan(
         replicas=spec.gateway.replicas,
-        fallbacks=tuple(FallbackPlan(f.model, tuple(f.to), adapters_of.get(f.model, ()) if f.include_adapters else ())
+        fallbacks=tuple(FallbackPlan(model=f.model, to=tuple(f.to),
+                                       adapters=adapters_of.get(f.model, ()) if f.include_adapters else ())
                         for f in spec.gateway.fallbacks),
         tier_priorities=tuple((tier, spec.tiers.policy(tier).priority) for tier in TIERS),
         shed_spot_at_kv_usage=admission.shed_spot_at_kv_usage,

@@ -11,17 +11,25 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from tenantry.catalog.throughput import SizeClass
 from tenantry.findings import Finding
+from tenantry.spec.schema import CacheIsolationMode, KvCacheDtype, LoraModule, Tier, TrafficProfile, WeightDtype
+
+PlacementKind = Literal["gpus", "mig", "cpu"]
+"""Whole GPUs (tensor_parallel of them), one MIG slice, or the local stack's CPU."""
+MigStrategy = Literal["none", "mixed"]
+"""The GPU Operator's MIG strategy: mixed as soon as one pool is carved into slices."""
+ThroughputSource = Literal["catalog", "spec"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MigSlices:
     profile: str
     available: int
     used: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PoolPlan:
     name: str
     gpu: str
@@ -40,7 +48,7 @@ class PoolPlan:
     """Nodes tenantry labels and taints; None when they come prepared."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemoryPlan:
     """One GPU (or MIG slice) of one replica."""
 
@@ -57,7 +65,7 @@ class MemoryPlan:
     """What is left for the KV cache (never below 0)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KvPlan:
     bytes_per_token: int
     """2 x layers x KV heads x head dim x KV dtype bytes, the whole model."""
@@ -73,13 +81,13 @@ class KvPlan:
     """vLLM --max-num-seqs: min(spec bound, sequences at typical context)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reservation:
     tenant: str
     slots: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SlotPlan:
     capacity: int
     """max_num_seqs x replicas: sequences the engine runs at once."""
@@ -92,18 +100,18 @@ class SlotPlan:
     spot_demand: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AdapterPlan:
     name: str
     tenant: str
     rank: int
-    target_modules: tuple[str, ...]
+    target_modules: tuple[LoraModule, ...]
     source: str
     bytes: int
     """Adapter weights in bf16 (host cache and storage)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LoraPlan:
     enabled: bool
     max_lora_rank: int
@@ -114,11 +122,11 @@ class LoraPlan:
     adapters: tuple[AdapterPlan, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TokenPlan:
-    throughput_source: Literal["catalog", "spec"]
-    prefill_size_class: str
-    decode_size_class: str
+    throughput_source: ThroughputSource
+    prefill_size_class: SizeClass
+    decode_size_class: SizeClass
     prefill_tokens_per_second: float
     """One replica."""
     decode_tokens_per_second: float
@@ -136,7 +144,7 @@ class TokenPlan:
     usd_per_1k_output_tokens: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PodPlan:
     """What one engine replica's pod asks of its node besides GPUs."""
 
@@ -153,20 +161,20 @@ class PodPlan:
     """How long the startup probe waits: downloading and loading the weights."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnginePlan:
     name: str
     model: str
     revision: str
     source: str
-    weights: str
+    weights: WeightDtype
     quantize_on_load: bool
     """True when vLLM quantises the catalog's bf16 checkpoint while loading it
     (fp8 without a quantised `source`); the bf16 weights must then fit first."""
-    kv_cache_dtype: str
+    kv_cache_dtype: KvCacheDtype
     pool: str
     gpu: str
-    placement: Literal["gpus", "mig", "cpu"]
+    placement: PlacementKind
     tensor_parallel: int
     mig_profile: str | None
     replicas: int
@@ -184,21 +192,21 @@ class EnginePlan:
     """Tenants with traffic on this engine (directly or through its adapters)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrafficPlan:
     target: str
     engine: str
     adapter: str | None
     share: float
-    profile: str
+    profile: TrafficProfile
     tpm: int
     concurrency: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TenantPlan:
     name: str
-    tier: str
+    tier: Tier
     priority: int
     namespace: str
     models: tuple[str, ...]
@@ -211,7 +219,7 @@ class TenantPlan:
     max_concurrency: int
     budget_usd: float
     budget_window: str
-    cache_isolation: str
+    cache_isolation: CacheIsolationMode
     cache_salt: str | None
     ttft_p95_ms: float
     itl_p95_ms: float
@@ -230,7 +238,7 @@ class TenantPlan:
     quota_pods: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FallbackPlan:
     model: str
     to: tuple[str, ...]
@@ -238,11 +246,11 @@ class FallbackPlan:
     """The engine's adapters that fall back with it (served by the fallback's base model)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GatewayPlan:
     replicas: int
     fallbacks: tuple[FallbackPlan, ...]
-    tier_priorities: tuple[tuple[str, int], ...]
+    tier_priorities: tuple[tuple[Tier, int], ...]
     shed_spot_at_kv_usage: float
     shed_best_effort_at_kv_usage: float
     shed_spot_at_waiting: int
@@ -254,7 +262,7 @@ class GatewayPlan:
     """Ceiling of the gateway's autoscaler (its floor is `replicas`)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlatformPlan:
     namespace: str
     storage_class: str | None
@@ -265,12 +273,12 @@ class PlatformPlan:
     postgres_backup_retention_days: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     stack: str
     description: str
     kubernetes_version: str
-    mig_strategy: Literal["none", "mixed"]
+    mig_strategy: MigStrategy
     pools: tuple[PoolPlan, ...]
     engines: tuple[EnginePlan, ...]
     tenants: tuple[TenantPlan, ...]

@@ -28,7 +28,7 @@ def plan_slots(capacity: int, demands: list[Demand]) -> SlotPlan:
     """Guaranteed tenants get their concurrency as reserved slots nobody else
     can take; best-effort shares the remainder; spot only runs in what is
     idle of that remainder (the gateway sheds it first)."""
-    reserved = tuple(Reservation(d.tenant, d.concurrency) for d in demands if d.tier == "guaranteed")
+    reserved = tuple(Reservation(tenant=d.tenant, slots=d.concurrency) for d in demands if d.tier == "guaranteed")
     reserved_total = sum(r.slots for r in reserved)
     return SlotPlan(
         capacity=capacity,
