@@ -35,6 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tenantry.local import side_gateways  # noqa: E402
 from tenantry.local import stack as local  # noqa: E402
 from tenantry.local.layout import DEFAULT_DIR, HOST, Layout  # noqa: E402
 
@@ -122,7 +123,7 @@ def main() -> None:
     ports = {"without plugin": layout.port_base + 90, "with plugin": layout.port_base + 91}
     process_names = {name: "gateway-" + name.replace(" ", "-") for name in ports}
     processes = {
-        name: local.start_side_gateway(layout, result.ports, process_names[name], ports[name],
+        name: side_gateways.start_side_gateway(layout, result.ports, process_names[name], ports[name],
                                        plugin=name == "with plugin" or args.control)
         for name in ports
     }
@@ -131,7 +132,7 @@ def main() -> None:
         gateways = {}
         for name, process in processes.items():
             url = f"http://{HOST}:{ports[name]}"
-            local.wait_side_gateway(layout, process_names[name], url, process)
+            side_gateways.wait_side_gateway(layout, process_names[name], url, process)
             gateways[name] = (url, process.pid)
         # Concurrency 3 stays under acme's limit of 4: this measures the cost of
         # admission, not a tenant at its limit waiting for a slot (by design).
@@ -186,7 +187,7 @@ def main() -> None:
             print(f"  {label:<44} p50 latency {latency:+.1%}   CPU per request {cpu_added:+.1%}")
     finally:
         for process in processes.values():
-            local.stop_side_gateway(process)
+            side_gateways.stop_side_gateway(process)
         local.down(layout, purge=True, progress=lambda _: None)
 
 

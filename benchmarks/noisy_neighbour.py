@@ -29,9 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tenantry.gate.report import ttft_comparison  # noqa: E402
-from tenantry.gate.run import gate  # noqa: E402
+from tenantry.gate.run import gate, prepare  # noqa: E402
 from tenantry.local import stack as local  # noqa: E402
 from tenantry.local.layout import DEFAULT_DIR, Layout  # noqa: E402
+from tenantry.local.target import side_by_side_targets  # noqa: E402
 
 
 def main() -> None:
@@ -48,8 +49,9 @@ def main() -> None:
         rows = []
         for repeat in range(1, args.repeats + 1):
             out = layout.root / f"repeat-{repeat}"
-            gate(str(stack), "noisy-neighbour", gateway=None, keys=None, out=str(out), short=not args.full,
-                 tenant=None, side_by_side=True, stop_engine=None, layout=layout, console=console)
+            prepared = prepare(str(stack), "noisy-neighbour", short=not args.full, tenant=None)
+            gate(prepared, side_by_side_targets(layout, prepared.plan, prepared.stack_file), out=out,
+                 short=not args.full, tenant=None, console=console)
             on, off = (json.loads((out / run / "verdict.json").read_text()) for run in ("policy-on", "policy-off"))
             pairs = {(stage, tenant): (a, b) for stage, tenant, tier, a, b in ttft_comparison(on, off)
                      if tier == "guaranteed"}

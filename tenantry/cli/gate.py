@@ -12,10 +12,16 @@ no stack or gateway to run against, unknown scenario or tenant).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tenantry.cli.output import EXIT_INVALID_SPEC, print_error, print_spec_error, stdout_console
 from tenantry.findings import PlanRefused, SpecError
 from tenantry.gate.scenarios import SCENARIOS
+
+if TYPE_CHECKING:
+    from tenantry.gate.run import Prepared
+    from tenantry.gate.target import Target
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT_RUN = 0, 1, 2
 
@@ -45,17 +51,46 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tenantry.gate.run import GateError, gate
-    from tenantry.local.layout import Layout
-    from tenantry.local.stack import LocalStackError
+    from tenantry.gate.run import gate, prepare
+    from tenantry.gate.target import GateError
+    from tenantry.local.health import LocalStackError
 
     try:
-        return gate(args.stack, args.scenario, gateway=args.gateway, keys=args.keys, out=args.out, short=args.short,
-                    tenant=args.tenant, side_by_side=args.side_by_side, stop_engine=args.stop_engine,
-                    layout=Layout.from_environment(args.dir, args.port_base), console=stdout_console())
+        prepared = prepare(args.stack, args.scenario, short=args.short, tenant=args.tenant)
+        out = _out(args, prepared)
+        passed = gate(prepared, _targets(args, prepared), out=out, short=args.short, tenant=args.tenant,
+                      console=stdout_console())
     except SpecError as error:
         print_spec_error(error)
         return EXIT_INVALID_SPEC
     except (GateError, LocalStackError, PlanRefused) as error:
         print_error(str(error))
         return EXIT_CANNOT_RUN
+    return EXIT_PASS if passed else EXIT_FAIL
+
+
+def _targets(args: argparse.Namespace, prepared: Prepared) -> list[Target]:
+    """What the arguments point the gate at: a gateway, the local stack, or two gateways beside it."""
+    from tenantry.gate.target import GateError, remote_target
+    from tenantry.local.layout import Layout
+    from tenantry.local.target import local_target, side_by_side_targets
+
+    if args.gateway or args.keys:
+        if not (args.gateway and args.keys):
+            raise GateError("--gateway and --keys go together: the gateway's URL and a JSON file of tenant keys")
+        if args.side_by_side:
+            raise GateError("--side-by-side runs against the local stack only (it starts a plain LiteLLM beside it)")
+        return [remote_target(args.gateway, Path(args.keys), prepared.plan, args.stop_engine)]
+    layout = Layout.from_environment(args.dir, args.port_base)
+    if args.side_by_side:
+        return side_by_side_targets(layout, prepared.plan, prepared.stack_file)
+    return [local_target(layout, prepared.plan, prepared.stack_file)]
+
+
+def _out(args: argparse.Namespace, prepared: Prepared) -> Path:
+    from tenantry.gate.run import default_out
+    from tenantry.local.layout import Layout
+
+    if args.out:
+        return Path(args.out)
+    return default_out(Layout.from_environment().root / "gate", prepared.plan.stack, prepared.scenario.name)

@@ -49,7 +49,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tenantry.local import stack as local
+    from tenantry.local.health import LocalStackError
     from tenantry.local.layout import Layout
 
     layout = Layout.from_environment(args.dir, args.port_base)
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     except PlanRefused as error:
         print_error(str(error))
         return EXIT_DOES_NOT_FIT
-    except local.LocalStackError as error:
+    except LocalStackError as error:
         print_error(str(error))
         return EXIT_STACK_ERROR
 
@@ -99,9 +99,9 @@ def _status(args: argparse.Namespace, layout, console: Console) -> int:
 
 
 def _smoke(args: argparse.Namespace, layout, console: Console) -> int:
-    from tenantry.local import stack as local
+    from tenantry.local.smoke import smoke
 
-    results = local.smoke(layout)
+    results = smoke(layout)
     for r in results:
         if r.served:
             mark, note = Text("✓ ", style="green"), ""

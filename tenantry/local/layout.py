@@ -25,6 +25,19 @@ HOST = "127.0.0.1"
 VLLM_VENV = Path(os.environ.get("TENANTRY_VLLM_VENV", REPO / ".venv-vllm"))
 POSTGRES_USER = "postgres"
 """Who runs PostgreSQL when tenantry runs as root (PostgreSQL refuses root)."""
+SIDE_GATEWAY_OFFSET = 94
+"""The side gateways (the gate's --side-by-side) listen at the port base + this, + this + 1."""
+SIDE_GATEWAYS = ("gateway-policy", "gateway-plain")
+"""Their process names, in port order: the one with the tenant-policy plugin, the one without."""
+
+
+def engine_process(engine: str) -> str:
+    """An engine's process name: its supervisord program, its log file, its row in `status`."""
+    return f"engine-{engine}"
+
+
+def gateway_process(replica: int) -> str:
+    return f"gateway-{replica}"
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,12 @@ class Ports:
     @property
     def gateway(self) -> int:
         return self.gateways[0]
+
+    def by_process(self) -> dict[str, int]:
+        """The one map of process name to port: preflight, the saved State and `status` read it."""
+        return {**{gateway_process(i): p for i, p in enumerate(self.gateways)}, "postgres": self.postgres,
+                "redis": self.redis, "prometheus": self.prometheus,
+                **{engine_process(n): p for n, p in self.engines.items()}}
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,10 @@ class Layout:
             prometheus=self.port_base + 3,
             engines={e.name: self.port_base + 10 + i for i, e in enumerate(plan.engines)},
         )
+
+    def side_gateway_ports(self) -> dict[str, int]:
+        """The side gateways' ports, clear of the stack's own (engines count up from +10)."""
+        return {name: self.port_base + SIDE_GATEWAY_OFFSET + i for i, name in enumerate(SIDE_GATEWAYS)}
 
     @property
     def models(self) -> Path:

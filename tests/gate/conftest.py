@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tenantry.local import stack as local
+from tenantry.local.health import LocalStackError
 from tenantry.local.layout import DEFAULT_DIR, Layout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +49,7 @@ def gate_stack() -> Layout:
     lines: list[str] = []
     try:
         local.up(str(STACK), layout, progress=lines.append)
-    except local.LocalStackError as error:
+    except LocalStackError as error:
         local.down(layout, progress=lines.append)
         pytest.fail(f"the gate's local stack did not start: {error}\n" + "\n".join(lines))
     yield layout

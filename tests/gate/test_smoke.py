@@ -12,7 +12,7 @@ import subprocess
 
 import httpx
 
-from tenantry.local import stack as local
+from tenantry.local.smoke import smoke
 from tenantry.stacks import plan_stack
 from tests.gate.conftest import STACK, TENANTRY
 
@@ -27,7 +27,7 @@ def test_the_smoke_waits_out_spots_pause_and_serves_every_tenant_with_text(gate_
                         headers={"Authorization": f"Bearer {keys['acme']}"},
                         json={"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})
     assert answer.status_code == 200, answer.text
-    results = local.smoke(gate_stack)
+    results = smoke(gate_stack)
     assert {r.tenant for r in results} == {t.name for t in plan.tenants}
     assert all(r.served and r.ok for r in results), results
     spot = next(r for r in results if r.tier == "spot")

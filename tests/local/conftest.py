@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,8 +15,10 @@ import httpx
 import pytest
 
 from tenantry.local import stack as local
+from tenantry.local.health import LocalStackError
 from tenantry.local.layout import DEFAULT_DIR, Layout
 from tenantry.local.stack import UpResult
+from tenantry.local.supervisor import restart_engine_if_stopped, stop_engine
 
 SPEC = Path(__file__).resolve().parent / "stack.yaml"
 PORT_BASE = int(os.environ.get("TENANTRY_TEST_PORT_BASE", "19100"))
@@ -59,12 +60,11 @@ class RunningStack:
     @contextlib.contextmanager
     def engine_stopped(self, engine: str):
         """Stop an engine for the duration, then start it and wait until it is healthy again."""
-        ctl = [str(local.SUPERVISORCTL), "-c", str(self.layout.supervisor_conf)]
-        subprocess.run([*ctl, "stop", f"engine-{engine}"], check=True, capture_output=True)
+        stop_engine(self.layout, engine)
         try:
             yield
         finally:
-            local.restart_engine_if_stopped(self.layout, self.up.plan, engine)
+            restart_engine_if_stopped(self.layout, self.up.plan, engine)
 
     def prometheus(self, query: str) -> list[dict]:
         answer = httpx.get(f"http://127.0.0.1:{self.up.ports.prometheus}/api/v1/query", params={"query": query},
@@ -82,7 +82,7 @@ def stack() -> RunningStack:
     lines: list[str] = []
     try:
         result = local.up(str(SPEC), layout, progress=lines.append, log_requests=True)
-    except local.LocalStackError as error:
+    except LocalStackError as error:
         local.down(layout, progress=lines.append)
         pytest.fail(f"the local stack did not start: {error}\n" + "\n".join(lines))
     running = RunningStack(layout, result, (layout.secrets / "master-key").read_text().strip())

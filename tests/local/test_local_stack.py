@@ -16,6 +16,7 @@ import pytest
 from tenantry.catalog.models import catalog_model
 from tenantry.gateway.reconciler import LiteLLM, reconcile
 from tenantry.local import stack as local
+from tenantry.local.health import process_alive
 from tenantry.local.models import job_for
 from tenantry.configs.teams import desired_teams
 from tenantry.stacks import plan_stack
@@ -189,7 +190,7 @@ def test_down_leaves_nothing_and_up_again_keeps_data_and_keys(stack):
     pids = [r.pid for r in local.status(stack.layout) if r.pid]
     keys_before = dict(stack.up.keys)
     assert local.down(stack.layout, progress=lambda _: None) == []
-    assert not [pid for pid in pids if local.process_alive(pid)]
+    assert not [pid for pid in pids if process_alive(pid)]
     again = local.up(str(SPEC), stack.layout, progress=lambda _: None, log_requests=True)
     assert again.keys == keys_before
     assert again.changes == 0, "the database kept every team and key"

@@ -13,7 +13,9 @@ import yaml
 from tenantry.local import services
 from tenantry.local.layout import Layout
 from tenantry.local.models import BuiltModel, job_for
-from tenantry.local.stack import preflight, process_alive, side_gateway_lost
+from tenantry.local.health import process_alive
+from tenantry.local.side_gateways import side_gateway_lost
+from tenantry.local.stack import preflight
 from tenantry.stacks import plan_stack
 
 
@@ -107,7 +109,7 @@ def test_a_side_gateway_that_died_is_named_with_the_signal_and_its_log(tmp_path)
 
 
 def test_the_smoke_passes_served_tenants_and_lower_tiers_shed_for_capacity_only():
-    from tenantry.local.stack import SmokeResult
+    from tenantry.local.smoke import SmokeResult
 
     def result(tier, status=200, text="ab cd", shed=None):
         return SmokeResult("t", tier, "tiny", status, 0.1, "", text, shed)

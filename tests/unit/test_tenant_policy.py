@@ -580,6 +580,6 @@ def test_the_plugin_loads_the_way_litellm_loads_it(tmp_path, monkeypatch):
 
 
 def test_the_smoke_check_reads_the_header_the_plugin_sends():
-    from tenantry.local import stack
+    from tenantry.local import smoke
 
-    assert stack.SHED_HEADER == tp.SHED_HEADER
+    assert smoke.SHED_HEADER == tp.SHED_HEADER

@@ -1,0 +1,92 @@
+"""What the gate runs against: a Target gives the gateways' URLs and the
+tenants' keys, stops an engine when a scenario asks, restores stopped engines,
+and is closed when the gate is done with it.
+
+The gate knows no more of a target than this, so it runs the same against the
+local stack (tenantry/local/target.py: supervisord, side gateways) and against
+any deployed gateway (RemoteTarget here: a URL, a keys file and an optional
+stop command).
+
+Stopping an engine happens inside Locust, in another process: a target hands
+the gate a shell command with an {engine} placeholder (stop_engine_command),
+which the gate writes to the run's run.json and the locustfile runs when a
+scenario's stage stops an engine. A target that cannot stop engines gives None.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tenantry.plan.model import Plan
+
+Echo = Callable[[str], None]
+
+
+class GateError(Exception):
+    """The gate cannot run as asked; the message says what to do."""
+
+
+class Target(Protocol):
+    label: str
+    """What the verdict table and the report call this run."""
+    slug: str
+    """Its folder below the gate's output when the gate runs several targets side by side."""
+    gateways: list[str]
+    """The gateways' base URLs; Locust users spread over them."""
+    keys_file: Path
+    """A JSON object of tenant name to key (Locust reads it from this file)."""
+    stop_engine_command: str | None
+    """A shell command with {engine} that stops that engine, or None when the target cannot."""
+
+    def restore_engines(self, echo: Echo) -> None:
+        """Start again any engine a scenario stopped, and wait until it serves."""
+
+    def lost(self) -> str | None:
+        """Why the target's gateway stopped during the run, or None while it runs."""
+
+    def close(self) -> None:
+        """Release what the target started; called once the gate is done with it."""
+
+
+def read_keys(target: Target) -> dict[str, str]:
+    return json.loads(target.keys_file.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """A deployed gateway: the gate starts nothing there and restores nothing
+    (an engine stopped by --stop-engine comes back as its platform brings it back)."""
+
+    gateways: list[str]
+    keys_file: Path
+    stop_engine_command: str | None = None
+    label: str = "gateway"
+    slug: str = "gateway"
+
+    def restore_engines(self, echo: Echo) -> None:
+        return None
+
+    def lost(self) -> str | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def remote_target(gateway: str, keys: Path, plan: Plan, stop_engine: str | None) -> RemoteTarget:
+    if not keys.exists():
+        raise GateError(f"--keys {keys}: no such file (a JSON object of tenant name to key)")
+    try:
+        keyed = json.loads(keys.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise GateError(f"--keys {keys}: not JSON ({error})") from None
+    missing = [t.name for t in plan.tenants if not isinstance(keyed, dict) or t.name not in keyed]
+    if missing:
+        raise GateError(f"--keys {keys}: no key for tenant(s) {', '.join(missing)}")
+    if not gateway.startswith(("http://", "https://")):
+        raise GateError(f"--gateway {gateway}: give a URL such as https://gateway.example.com")
+    return RemoteTarget([gateway.rstrip("/")], keys, stop_engine)

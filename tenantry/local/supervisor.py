@@ -1,0 +1,61 @@
+"""supervisord, which starts, stops, restarts and logs every process of the
+local stack: talking to it, and the engine stop/start the tests and the gate use."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from tenantry.local.health import LocalStackError, http_ok, process_alive, wait_healthy
+from tenantry.local.layout import HOST, Layout, engine_process
+from tenantry.plan.model import Plan
+
+SUPERVISORCTL = Path(sys.executable).parent / "supervisorctl"
+SUPERVISORD = Path(sys.executable).parent / "supervisord"
+
+
+def supervisorctl(layout: Layout, *args: str, check: bool = True) -> str:
+    result = subprocess.run([str(SUPERVISORCTL), "-c", str(layout.supervisor_conf), *args],
+                            capture_output=True, text=True, check=False, timeout=120)
+    if check and result.returncode not in (0, 3):  # 3: some program not running, reported in the output
+        raise LocalStackError(f"supervisorctl {' '.join(args)} failed: {result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def supervisor_running(layout: Layout) -> int | None:
+    try:
+        pid = int(layout.supervisor_pid.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if process_alive(pid) else None
+
+
+def start_supervisor(layout: Layout) -> None:
+    result = subprocess.run([str(SUPERVISORD), "-c", str(layout.supervisor_conf)], capture_output=True, text=True,
+                            check=False)
+    if result.returncode != 0:
+        raise LocalStackError(f"supervisord did not start: {result.stderr.strip() or result.stdout.strip()}")
+
+
+def stop_engine_command(layout: Layout) -> str:
+    """A shell command with an {engine} placeholder that stops one engine of this stack."""
+    return (f"{shlex.quote(str(SUPERVISORCTL))} -c {shlex.quote(str(layout.supervisor_conf))} "
+            f"stop {engine_process('{engine}')}")
+
+
+def stop_engine(layout: Layout, engine: str) -> None:
+    supervisorctl(layout, "stop", engine_process(engine))
+
+
+def restart_engine_if_stopped(layout: Layout, plan: Plan, engine: str, seconds: float = 240) -> bool:
+    """Start an engine supervisor is not running (a test or the gate stopped it) and
+    wait until it is healthy; True when it had to be started."""
+    if "RUNNING" in supervisorctl(layout, "status", engine_process(engine), check=False):
+        return False
+    supervisorctl(layout, "start", engine_process(engine), check=False)
+    port = layout.ports(plan).engines[engine]
+    wait_healthy(f"engine {engine}", lambda: http_ok(f"http://{HOST}:{port}/health"), seconds,
+                 layout.logs / f"{engine_process(engine)}.log")
+    return True
