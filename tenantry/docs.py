@@ -1,7 +1,7 @@
-"""The README's spec reference, generated from the schema so it cannot drift.
+"""The spec reference in docs/platform.md, generated from the schema so it cannot drift.
 
-    python -m tenantry.docs          rewrite the section of README.md
-    python -m tenantry.docs --check  exit 1 if README.md is out of date (run by the tests)
+    python -m tenantry.docs          rewrite that section of docs/platform.md (`make docs`)
+    python -m tenantry.docs --check  exit 1 if docs/platform.md is out of date (the tests check the same)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic_core import PydanticUndefined
 
 from tenantry.spec import schema
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "platform.md"
 START, END = "<!-- spec-reference:start -->", "<!-- spec-reference:end -->"
 
 # Reading order: from the top of a stack file down.
@@ -112,24 +112,24 @@ def reference() -> str:
     return "\n".join(lines)
 
 
-def rewritten(readme: str) -> str:
-    before, _, rest = readme.partition(START)
+def rewritten(page: str) -> str:
+    before, _, rest = page.partition(START)
     _, _, after = rest.partition(END)
     return before + reference() + after
 
 
 def main(argv: list[str]) -> int:
-    current = README.read_text(encoding="utf-8")
+    current = PAGE.read_text(encoding="utf-8")
     if START not in current or END not in current:
-        print(f"README.md has no {START} ... {END} section", file=sys.stderr)
+        print(f"{PAGE} has no {START} ... {END} section", file=sys.stderr)
         return 1
     wanted = rewritten(current)
     if "--check" in argv:
         if wanted != current:
-            print("README.md's spec reference is out of date: run `python -m tenantry.docs`", file=sys.stderr)
+            print("docs/platform.md's spec reference is out of date: run `make docs`", file=sys.stderr)
             return 1
         return 0
-    README.write_text(wanted, encoding="utf-8")
+    PAGE.write_text(wanted, encoding="utf-8")
     return 0
 
 
