@@ -26,7 +26,7 @@ from tenantry.gate import profiles
 from tenantry.gate.records import VERDICT_JSON, Record, write_records
 from tenantry.gate.scenarios import Scenario, Stage
 from tenantry.gate.scenarios import scenario as build_scenario
-from tenantry.gate.verdict import verdict
+from tenantry.gate.verdict import SHED_HEADER, verdict
 from tenantry.plan.model import Plan, TrafficPlan
 from tenantry.stacks import plan_stack
 
@@ -96,6 +96,7 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
             record.status = response.status_code
             if response.status_code != 200:
                 record.error = _error_message(response)
+                record.shed = response.headers.get(SHED_HEADER, "")
             elif not body["stream"]:
                 answer = response.json()
                 first = last = time.monotonic()

@@ -43,6 +43,9 @@ class Record:
     served_by: str = ""
     """The model name in the response: the fallback's when the gateway fell back."""
     error: str = ""
+    shed: str = ""
+    """On a 429 for capacity, why admission shed the request (the gateway's X-Tenantry-Shed);
+    empty on a 429 for the tenant's own limits."""
     probe: str = ""
     """For the cache-isolation probes: '<pair id>:first' or '<pair id>:second'."""
 

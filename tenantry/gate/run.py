@@ -66,7 +66,7 @@ def warm_up(plan: Plan, target: Target, echo=print, rounds: int = 2, quota_wait_
     minute long) is waited for, so that a run starts from fresh windows."""
     import httpx
 
-    from tenantry.gate.verdict import SHED_MESSAGE
+    from tenantry.gate.verdict import SHED_HEADER
 
     keys = read_keys(target)
     for url in target.gateways:
@@ -84,7 +84,7 @@ def warm_up(plan: Plan, target: Target, echo=print, rounds: int = 2, quota_wait_
                     if answer.status_code in (401, 403):
                         raise GateError(f"gateway {url} refuses tenant {tenant.name}'s key for {body['model']}: "
                                         f"HTTP {answer.status_code} {answer.text[:200]}")
-                    if answer.status_code == 429 and not SHED_MESSAGE.search(answer.text):
+                    if answer.status_code == 429 and not answer.headers.get(SHED_HEADER):
                         if time.monotonic() > deadline:
                             raise GateError(f"tenant {tenant.name} stays over its quota at {url}: {answer.text[:200]}")
                         if not announced:

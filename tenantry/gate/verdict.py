@@ -13,16 +13,15 @@ free slot) is an error: its reservation was not kept.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 
 from tenantry.gate.records import Record
 from tenantry.gate.scenarios import Scenario
 from tenantry.plan.model import Plan, TenantPlan
 
-SHED_MESSAGE = re.compile(r"saturated|unreserved slots|load unknown|slots were taken|admission state unavailable|"
-                          r"traffic paused")
-"""The tenant-policy plugin's 429s for capacity; every other 429 is the tenant's own quota."""
+SHED_HEADER = "X-Tenantry-Shed"
+"""The tenant-policy plugin's header on its 429s for capacity (its SHED_HEADER; the gate runs
+without LiteLLM, which the plugin imports); every 429 without it is the tenant's own quota."""
 MIN_QUEUED_SECONDS = 0.25
 ORDER_TOLERANCE_SECONDS = 2.0
 """First tokens closer than this are not ordered: the front ends (LiteLLM, vLLM's API server)
@@ -45,7 +44,7 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def is_shed(record: Record) -> bool:
-    return record.status == 429 and bool(SHED_MESSAGE.search(record.error))
+    return record.status == 429 and bool(record.shed)
 
 
 def is_error(record: Record, tenant: TenantPlan) -> bool:

@@ -1,4 +1,6 @@
-"""`tenantry plan`: exit codes, tables, JSON, and errors without tracebacks."""
+"""The commands' exit codes, tables, JSON and help, and errors without tracebacks:
+`tenantry plan` in full; `tenantry local` and `tenantry gate` as far as they go
+without starting a process (tests/local and tests/gate run them for real)."""
 
 from __future__ import annotations
 
@@ -102,3 +104,77 @@ def test_console_script_runs_without_a_traceback(tmp_path):
     )
     assert result.returncode == 2
     assert "YAML syntax error" in result.stderr and "Traceback" not in result.stderr
+
+
+def crowded_spec(tmp_path: Path) -> Path:
+    spec = base_spec()
+    spec["engines"][0]["placement"]["tensor_parallel"] = 1  # 70B fp8 on one H100
+    path = tmp_path / "crowded.yaml"
+    path.write_text(to_yaml(spec))
+    return path
+
+
+def invalid_spec(tmp_path: Path) -> Path:
+    spec = base_spec()
+    spec["tenants"][0]["tpm"] = -5
+    path = tmp_path / "bad.yaml"
+    path.write_text(to_yaml(spec))
+    return path
+
+
+def local(action: str, *args: str, directory: Path) -> int:
+    return main(["local", action, *args, "--dir", str(directory), "--port-base", "29900"])
+
+
+def test_local_up_refuses_an_invalid_spec_with_2_before_starting_anything(tmp_path, capsys):
+    assert local("up", str(invalid_spec(tmp_path)), directory=tmp_path / "stack") == 2
+    assert "tenants[0].tpm" in capsys.readouterr().err
+    assert not (tmp_path / "stack").exists()
+
+
+def test_local_up_refuses_a_plan_that_does_not_fit_with_3_before_starting_anything(tmp_path, capsys):
+    assert local("up", str(crowded_spec(tmp_path)), directory=tmp_path / "stack") == 3
+    assert "engines[0].placement" in capsys.readouterr().err
+    assert not (tmp_path / "stack").exists()
+
+
+def test_local_status_with_nothing_running_is_a_failed_check_1(tmp_path, capsys):
+    assert local("status", directory=tmp_path) == 1
+    assert f"nothing running from {tmp_path}" in capsys.readouterr().out
+
+
+def test_a_local_stack_error_exits_4_and_says_what_to_do(tmp_path, capsys):
+    assert local("logs", "engine-tiny", directory=tmp_path) == 4
+    assert "no log named engine-tiny" in capsys.readouterr().err
+
+
+def test_local_help_lists_every_exit_code():
+    from tenantry.cli import local as local_command
+
+    for code in (local_command.EXIT_OK, local_command.EXIT_CHECK_FAILED, 2, local_command.EXIT_DOES_NOT_FIT,
+                 local_command.EXIT_STACK_ERROR):
+        assert f" {code} " in " ".join(local_command.__doc__.split())
+
+
+def test_gate_scenario_choices_come_from_the_scenarios(capsys):
+    from tenantry.gate.scenarios import SCENARIOS
+
+    with pytest.raises(SystemExit):
+        main(["gate", "--help"])
+    help_text = "".join(capsys.readouterr().out.split())  # as wrapped, even within a hyphenated name
+    assert ",".join(SCENARIOS) in help_text
+    with pytest.raises(SystemExit) as refused:
+        main(["gate", "local", "--scenario", "no-such-scenario"])
+    assert refused.value.code == 2
+    refusal = capsys.readouterr().err
+    assert all(f"'{name}'" in refusal for name in SCENARIOS)
+
+
+def test_gate_without_a_stack_to_run_against_exits_2_and_says_how_to_start_one(tmp_path, capsys):
+    assert main(["gate", "local", "--scenario", "steady", "--dir", str(tmp_path), "--port-base", "29900"]) == 2
+    assert f"no local stack runs from {tmp_path}" in capsys.readouterr().err
+
+
+def test_gate_refuses_an_invalid_spec_with_2(tmp_path, capsys):
+    assert main(["gate", str(invalid_spec(tmp_path)), "--scenario", "steady"]) == 2
+    assert "tenants[0].tpm" in capsys.readouterr().err

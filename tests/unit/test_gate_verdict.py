@@ -68,7 +68,7 @@ def test_errors_count_but_a_tenants_own_429s_do_not(plan):
     records = steady_records()
     records += [request("globex", "best-effort", 2, status=429, error="Rate limit exceeded") for _ in range(30)]
     records += [request("globex", "best-effort", 2, status=429, error="engine tiny saturated (3 waiting, KV "
-                        "cache 10%): best-effort traffic above reservations paused") for _ in range(5)]
+                        "cache 10%): best-effort traffic above reservations paused", shed="saturated") for _ in range(5)]
     result = verdict(records, plan, scenario("steady", plan, short=True))
     globex = result.tenants["globex"]
     assert globex.passed and globex.errors == 0 and globex.quota_429 == 30 and globex.shed_429 == 5
@@ -80,7 +80,7 @@ def test_errors_count_but_a_tenants_own_429s_do_not(plan):
 def test_spot_paused_throughout_is_reported_not_failed_but_spot_failing_is_not_excused(plan):
     paused = "engine tiny serving guaranteed or best-effort traffic (within the last 10 s): spot traffic paused"
     records = [r for r in steady_records() if r.tenant != "initech"]
-    records += [request("initech", "spot", i, status=429, error=paused) for i in range(5)]
+    records += [request("initech", "spot", i, status=429, error=paused, shed="others-active") for i in range(5)]
     result = verdict(records, plan, scenario("steady", plan, short=True))
     initech = result.tenants["initech"]
     assert result.passed and initech.passed is None and initech.shed_429 == 5
@@ -90,9 +90,25 @@ def test_spot_paused_throughout_is_reported_not_failed_but_spot_failing_is_not_e
     assert initech.passed is False and initech.reasons == ["no request succeeded (6 sent)"]
 
 
+def test_a_429_is_a_shed_for_capacity_only_when_the_gateway_says_so(plan):
+    worded_like_a_shed = request("globex", "best-effort", 2, status=429, error="engine tiny saturated")
+    records = steady_records() + [worded_like_a_shed, request("globex", "best-effort", 2, status=429,
+                                                              error="Rate limit reached", shed="saturated")]
+    globex = verdict(records, plan, scenario("steady", plan, short=True)).tenants["globex"]
+    assert globex.quota_429 == 1 and globex.shed_429 == 1
+
+
+def test_the_gate_reads_the_header_the_plugin_sends():
+    from tenantry.gate.verdict import SHED_HEADER
+    from tenantry.gateway import tenant_policy as tp
+
+    assert SHED_HEADER == tp.SHED_HEADER
+
+
 def test_a_guaranteed_tenant_refused_by_admission_is_an_error(plan):
     records = steady_records() + [request("acme", "guaranteed", 5, status=429,
-                                          error="engine tiny: all 4 unreserved slots are busy; guaranteed traffic waits")]
+                                          error="engine tiny: all 4 unreserved slots are busy; guaranteed traffic waits",
+                                          shed="shared-slots")]
     acme = verdict(records, plan, scenario("steady", plan, short=True)).tenants["acme"]
     assert acme.errors == 1 and not acme.passed
 
@@ -149,7 +165,7 @@ def test_priority_inversion_needs_both_queued_and_the_lower_tier_first(plan):
 
 def test_priority_ordering_with_nothing_queued_together_says_what_kept_the_tiers_apart(plan):
     paused = request("initech", "spot", 1.0, status=429, error="engine tiny serving guaranteed or best-effort "
-                     "traffic (within the last 10 s): spot traffic paused")
+                     "traffic (within the last 10 s): spot traffic paused", shed="others-active")
     result = verdict([request("acme", "guaranteed", 1.0), paused], plan, scenario("priority-ordering", plan, short=True))
     assert result.checks[0].passed
     assert result.checks[0].detail == ("no guaranteed request was queued together with a lower-tier one (0 pairs to "
