@@ -1,4 +1,8 @@
-"""LoRA arithmetic: adapter sizes, slot sizes, and the limits vLLM is started with."""
+"""LoRA: adapter sizes, slot sizes, and the limits vLLM is started with.
+
+The arithmetic first (pure functions), then the engine's LoraPlan with the
+refusals and warnings that name the field to change.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,10 @@ from collections.abc import Iterable
 
 from tenantry.catalog.models import LORA_MODULES, Architecture
 from tenantry.plan.memory import kv_heads_per_gpu
+from tenantry.plan.model import AdapterPlan, LoraPlan
+from tenantry.plan.notes import EngineNotes
+from tenantry.spec.schema import EngineSpec
+from tenantry.units import human_bytes as gib
 
 LORA_DTYPE_BYTES = 2  # adapters are served in bf16, whatever the base's format
 VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -14,6 +22,10 @@ VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # vLLM's tensor-parallel LoRA layers: column-parallel projections keep A whole
 # and split B's output; row-parallel ones split A's input and keep B whole.
 _ROW_PARALLEL = {"o_proj", "down_proj"}
+
+RANK_SPREAD_WARNING = 8
+"""Ranks this many times apart in one engine get a warning: batched together, the low-rank requests lose
+latency (docs/decisions.md: Narrow adapter rank spread)."""
 
 
 def adapter_bytes(arch: Architecture, rank: int, target_modules: Iterable[str]) -> int:
@@ -52,3 +64,88 @@ def max_lora_rank(ranks: Iterable[int]) -> int:
 
 def adapters_that_fit(budget_bytes: int, bytes_each: int) -> int:
     return budget_bytes // bytes_each if bytes_each > 0 else 0
+
+
+def plan_lora(engine: EngineSpec, arch: Architecture, free_bytes: int, notes: EngineNotes) -> LoraPlan:
+    """Adapter slots come out of `free_bytes` (one GPU's memory after weights and reserve),
+    which the KV cache gets the rest of."""
+    adapters = tuple(
+        AdapterPlan(
+            name=a.name, tenant=a.tenant, rank=a.rank, target_modules=tuple(a.target_modules), source=a.source,
+            bytes=adapter_bytes(arch, a.rank, a.target_modules),
+        )
+        for a in engine.adapters
+    )
+    if not adapters:
+        return LoraPlan(enabled=False, max_lora_rank=0, max_loras=0, max_cpu_loras=0, slot_bytes_per_gpu=0, adapters=())
+    rank = _served_rank([a.rank for a in adapters], notes)
+    slot = slot_bytes_per_gpu(arch, rank, engine.placement.tensor_parallel)
+    max_loras = _gpu_slots(engine, len(adapters), rank, slot, free_bytes, notes)
+    return LoraPlan(
+        enabled=True,
+        max_lora_rank=rank,
+        max_loras=max_loras,
+        max_cpu_loras=_host_slots(engine, adapters, max_loras, notes),
+        slot_bytes_per_gpu=slot,
+        adapters=adapters,
+    )
+
+
+def _served_rank(ranks: list[int], notes: EngineNotes) -> int:
+    rank = max_lora_rank(ranks)
+    if rank > max(ranks):
+        notes.warn(
+            "adapters",
+            f"the highest adapter rank is {max(ranks)} but vLLM only takes --max-lora-rank {rank}; every slot "
+            f"pays for rank {rank}",
+        )
+    if max(ranks) >= RANK_SPREAD_WARNING * min(ranks):
+        notes.warn(
+            "adapters",
+            f"adapter ranks range from {min(ranks)} to {max(ranks)}: low-rank requests batched with high-rank ones "
+            f"lose latency; keep ranks within a narrow range",
+        )
+    return rank
+
+
+def _gpu_slots(engine: EngineSpec, adapters: int, rank: int, slot: int, free_bytes: int, notes: EngineNotes) -> int:
+    """--max-loras: the spec's, or as many as fit in the LoRA share of the free memory."""
+    free = max(free_bytes, 0)
+    if engine.lora.max_loras is not None:
+        if engine.lora.max_loras * slot > free:
+            notes.refuse(
+                "lora.max_loras",
+                f"{engine.lora.max_loras} adapter slots at rank {rank} need {gib(engine.lora.max_loras * slot)} per "
+                f"GPU but only {gib(free)} is left after weights and reserve",
+            )
+        return engine.lora.max_loras
+    budget = int(free * engine.lora.gpu_memory_fraction)
+    # A batch of max_num_seqs sequences cannot use more adapters than that.
+    max_loras = min(adapters, engine.max_num_seqs, adapters_that_fit(budget, slot))
+    if max_loras < 1 and free_bytes > 0:
+        notes.refuse(
+            "lora.gpu_memory_fraction",
+            f"one adapter slot at rank {rank} needs {gib(slot)} per GPU but gpu_memory_fraction "
+            f"{engine.lora.gpu_memory_fraction} sets aside {gib(budget)}; raise it or lower the ranks",
+        )
+    return max(max_loras, 1)
+
+
+def _host_slots(engine: EngineSpec, adapters: tuple[AdapterPlan, ...], max_loras: int, notes: EngineNotes) -> int:
+    """--max-cpu-loras: every adapter the host cache holds, and never fewer than the GPU slots."""
+    largest = max(a.bytes for a in adapters)
+    cpu_fit = adapters_that_fit(int(engine.lora.cpu_cache_gib * 2**30), largest)
+    if cpu_fit < max_loras:
+        notes.refuse(
+            "lora.cpu_cache_gib",
+            f"the host cache holds {cpu_fit} adapters of {gib(largest)}, fewer than the {max_loras} GPU slots "
+            f"(vLLM needs max_cpu_loras >= max_loras)",
+        )
+    max_cpu_loras = max(max_loras, min(len(adapters), cpu_fit))
+    if len(adapters) > max_cpu_loras:
+        notes.warn(
+            "lora.cpu_cache_gib",
+            f"{len(adapters)} adapters but {max_cpu_loras} stay warm in host memory; the rest load from the "
+            f"adapter store on first use",
+        )
+    return max_cpu_loras

@@ -1,18 +1,28 @@
-"""GPU memory arithmetic: weights, KV cache, sequences that fit. Pure functions."""
+"""GPU memory of one replica: weights, reserve, KV cache and the sequences it holds.
+
+The arithmetic first (pure functions), then the engine's MemoryPlan and KvPlan
+with the refusals that name the field to change.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from tenantry.catalog.gpus import GpuType, MigProfile
 from tenantry.catalog.models import Architecture
+from tenantry.plan.model import KvPlan, LoraPlan, MemoryPlan
+from tenantry.plan.notes import EngineNotes
+from tenantry.spec.schema import EngineSpec, KvCacheDtype, WeightDtype
+from tenantry.units import human_bytes as gib
 
 # Bytes per weight. int4-AWQ stores 4-bit weights plus, per group of 128, a
 # 16-bit scale and a 4-bit zero point: (128 x 4 + 16 + 4) / 128 / 8 bytes.
-WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "int4-awq": (128 * 4 + 16 + 4) / 128 / 8}
-KV_BYTES = {"auto": 2, "fp8": 1}
+WEIGHT_BYTES: dict[WeightDtype, float] = {"bf16": 2.0, "fp8": 1.0, "int4-awq": (128 * 4 + 16 + 4) / 128 / 8}
+KV_BYTES: dict[KvCacheDtype, int] = {"auto": 2, "fp8": 1}
 
 
-def weight_bytes(arch: Architecture, weights: str) -> int:
+def weight_bytes(arch: Architecture, weights: WeightDtype) -> int:
     """All weights of the model. Quantised checkpoints (fp8, AWQ) keep the
     embeddings and the output head in 16 bits, so only the rest shrinks.
     Every MoE expert counts: all of them stay resident."""
@@ -41,3 +51,107 @@ def kv_budget_bytes(device_bytes: int, utilisation: float, weight_bytes_per_gpu:
 
 def sequences_that_fit(kv_tokens: int, tokens_per_sequence: int) -> int:
     return kv_tokens // tokens_per_sequence if tokens_per_sequence > 0 else 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuBudget:
+    """One GPU (or MIG slice) of one replica before adapter slots and KV cache share what is free."""
+
+    device_bytes: int
+    claimed_bytes: int
+    weights_total_bytes: int
+    """All weights of the model, every GPU of the replica together."""
+    weight_bytes_per_gpu: int
+    reserve_bytes: int
+    free_bytes: int
+    """Claimed minus weights and reserve: adapter slots and the KV cache share it."""
+    quantize_on_load: bool
+    weights_fit: bool
+    """The weights (and, when quantised on load, the bf16 checkpoint) fit beside the reserve."""
+
+
+def plan_gpu_budget(
+    engine: EngineSpec, arch: Architecture, gpu: GpuType, mig: MigProfile | None, notes: EngineNotes
+) -> GpuBudget:
+    tp = engine.placement.tensor_parallel
+    device = mig.memory_bytes if mig else gpu.memory_bytes
+    claimed = int(device * engine.gpu_memory_utilization)
+    weights_total = weight_bytes(arch, engine.weights)
+    weights_per_gpu = math.ceil(weights_total / tp)
+    reserve = int(device * engine.runtime_reserve_fraction)
+    quantize_on_load = engine.weights != "bf16" and engine.source is None
+    loading_per_gpu = math.ceil(weight_bytes(arch, "bf16") / tp) if quantize_on_load else weights_per_gpu
+    where = f"a {mig.name} slice of an {gpu.name}" if mig else f"an {gpu.name}"
+    if weights_per_gpu + reserve <= claimed < loading_per_gpu + reserve:
+        notes.refuse(
+            "weights",
+            f"vLLM quantises the catalog's bf16 checkpoint to {engine.weights} while loading it, so the "
+            f"{gib(loading_per_gpu)} of bf16 weights per GPU must fit first, but {where} gives the engine "
+            f"{gib(claimed)}; give a pre-quantised checkpoint as source, or a larger tensor_parallel",
+        )
+    elif weights_per_gpu + reserve > claimed:
+        split = f" ({gib(weights_total)} over tensor_parallel {tp})" if tp > 1 else ""
+        notes.refuse(
+            "placement",
+            f"{engine.model} {engine.weights} weights need {gib(weights_per_gpu)} per GPU{split} plus "
+            f"{gib(reserve)} of runtime reserve, but {where} gives the engine {gib(claimed)} "
+            f"(gpu_memory_utilization {engine.gpu_memory_utilization}); use a larger "
+            + ("slice or whole GPUs" if mig else "tensor_parallel, quantised weights or a larger GPU"),
+        )
+    return GpuBudget(
+        device_bytes=device,
+        claimed_bytes=claimed,
+        weights_total_bytes=weights_total,
+        weight_bytes_per_gpu=weights_per_gpu,
+        reserve_bytes=reserve,
+        free_bytes=kv_budget_bytes(device, engine.gpu_memory_utilization, weights_per_gpu, reserve),
+        quantize_on_load=quantize_on_load,
+        weights_fit=max(weights_per_gpu, loading_per_gpu) + reserve <= claimed,
+    )
+
+
+def plan_memory(budget: GpuBudget, lora: LoraPlan) -> MemoryPlan:
+    """Adapter slots come out of the same free memory as the KV cache."""
+    lora_bytes = lora.max_loras * lora.slot_bytes_per_gpu
+    return MemoryPlan(
+        device_bytes=budget.device_bytes,
+        claimed_bytes=budget.claimed_bytes,
+        weight_bytes=budget.weight_bytes_per_gpu,
+        reserve_bytes=budget.reserve_bytes,
+        lora_bytes=lora_bytes,
+        kv_bytes=max(0, budget.free_bytes - lora_bytes),
+    )
+
+
+def plan_kv(
+    engine: EngineSpec,
+    arch: Architecture,
+    memory: MemoryPlan,
+    max_context: int,
+    typical_context: int,
+    weights_fit: bool,
+    notes: EngineNotes,
+) -> KvPlan:
+    tp = engine.placement.tensor_parallel
+    dtype_bytes = KV_BYTES[engine.kv_cache_dtype]
+    per_token_gpu = kv_bytes_per_token(arch.layers, kv_heads_per_gpu(arch.kv_heads, tp), arch.head_dim, dtype_bytes)
+    kv_tokens = memory.kv_bytes // per_token_gpu
+    at_max = sequences_that_fit(kv_tokens, max_context)
+    at_typical = sequences_that_fit(kv_tokens, typical_context)
+    if at_max < 1 and weights_fit:
+        notes.refuse(
+            "max_context",
+            f"after weights, reserve and adapter slots the KV cache holds {kv_tokens:,} tokens per replica, "
+            f"less than one {max_context:,}-token sequence; lower max_context, use kv_cache_dtype fp8 or more "
+            f"memory",
+        )
+    return KvPlan(
+        bytes_per_token=kv_bytes_per_token(arch.layers, arch.kv_heads, arch.head_dim, dtype_bytes),
+        bytes_per_token_per_gpu=per_token_gpu,
+        tokens_per_replica=kv_tokens,
+        max_context=max_context,
+        typical_context=typical_context,
+        sequences_at_max_context=at_max,
+        sequences_at_typical_context=at_typical,
+        max_num_seqs=max(1, min(engine.max_num_seqs, at_typical)),
+    )

@@ -1,8 +1,17 @@
-"""Fitting engine replicas into node pools: TP groups into nodes, replicas into MIG slices."""
+"""Fitting engine replicas into node pools: TP groups into nodes, replicas into MIG slices.
+
+The arithmetic first (pure functions), then each pool's PoolPlan with the
+refusals that name the pool.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
+
+from tenantry.plan.model import EnginePlan, MigSlices, PoolPlan
+from tenantry.plan.notes import Notes
+from tenantry.spec.schema import NodePoolSpec
+from tenantry.units import count
 
 
 def pack_tp_groups(group_sizes: list[int], nodes: int, gpus_per_node: int) -> bool:
@@ -29,3 +38,58 @@ def mig_config_name(layout: tuple[str, ...]) -> str:
     counts = Counter(layout)
     parts = [f"{counts[p]}x{p}" for p in sorted(counts, key=lambda p: (-int(p.split("g.")[0]), p))]
     return "tenantry-" + "-".join(parts).replace("+", "")
+
+
+def plan_pool(index: int, pool: NodePoolSpec, engines: tuple[EnginePlan, ...], notes: Notes) -> PoolPlan:
+    path = f"cluster.node_pools[{index}]"
+    mine = [e for e in engines if e.pool == pool.name]
+    gpus = pool.nodes * pool.gpus_per_node
+    layout = tuple(pool.mig_layout) if pool.mig_layout else None
+    slices: tuple[MigSlices, ...] = ()
+    if layout:
+        slices = _mig_slices(path, pool, layout, mine, notes)
+        gpus_used = gpus if mine else 0
+    else:
+        groups = [e.tensor_parallel for e in mine for _ in range(e.replicas)]
+        gpus_used = sum(groups)
+        if not pack_tp_groups(groups, pool.nodes, pool.gpus_per_node):
+            notes.refuse(
+                path,
+                f"engines need {gpus_used} GPUs in tensor-parallel groups of "
+                f"{', '.join(str(g) for g in sorted(groups, reverse=True))} but pool {pool.name} has "
+                f"{count(pool.nodes, 'node')} x {count(pool.gpus_per_node, 'GPU')}",
+            )
+    return PoolPlan(
+        name=pool.name,
+        gpu=pool.gpu,
+        nodes=pool.nodes,
+        gpus_per_node=pool.gpus_per_node,
+        gpu_hour_price_usd=pool.gpu_hour_price_usd,
+        mig_layout=layout,
+        mig_config=mig_config_name(layout) if layout else None,
+        gpus=gpus,
+        gpus_used=gpus_used,
+        mig_slices=slices,
+        node_label=pool.name,
+        node_names=tuple(pool.node_names) if pool.node_names else None,
+    )
+
+
+def _mig_slices(
+    path: str, pool: NodePoolSpec, layout: tuple[str, ...], mine: list[EnginePlan], notes: Notes
+) -> tuple[MigSlices, ...]:
+    """Slices of each profile the pool carves, and how many the engines placed on it use."""
+    available = mig_slices_available(layout, pool.nodes * pool.gpus_per_node)
+    used: dict[str, int] = defaultdict(int)
+    for e in mine:
+        used[e.mig_profile or ""] += e.replicas
+    slices = tuple(MigSlices(profile=p, available=available[p], used=used.get(p, 0)) for p in sorted(available))
+    for s in slices:
+        if s.used > s.available:
+            notes.refuse(
+                path,
+                f"engines need {s.used} {s.profile} slices but pool {pool.name} carves {s.available} "
+                f"({count(pool.nodes, 'node')} x {count(pool.gpus_per_node, 'GPU')} x "
+                f"{layout.count(s.profile)} per GPU)",
+            )
+    return slices

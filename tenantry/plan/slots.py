@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tenantry.plan.model import Reservation, SlotPlan
+from tenantry.plan.model import KvPlan, Reservation, SlotPlan
+from tenantry.plan.notes import EngineNotes
+from tenantry.spec.schema import Tier
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Demand:
     """One tenant's concurrency on one engine."""
 
     tenant: str
-    tier: str
+    tier: Tier
     concurrency: int
 
 
@@ -38,3 +40,31 @@ def plan_slots(capacity: int, demands: list[Demand]) -> SlotPlan:
         best_effort_demand=sum(d.concurrency for d in demands if d.tier == "best-effort"),
         spot_demand=sum(d.concurrency for d in demands if d.tier == "spot"),
     )
+
+
+def plan_engine_slots(
+    replicas: int, kv: KvPlan, engine_demands: list[Demand], memory_fits: bool, notes: EngineNotes
+) -> SlotPlan:
+    """The engine's slots, refused when guaranteed tenants reserve more than it runs. Slot figures mean
+    nothing for an engine whose weights or one sequence do not fit (`memory_fits` false): the memory
+    refusal already says what to change."""
+    slots = plan_slots(kv.max_num_seqs * replicas, engine_demands)
+    if not memory_fits:
+        return slots
+    if slots.reserved_total > slots.capacity:
+        owners = ", ".join(f"{r.tenant} {r.slots}" for r in slots.reserved)
+        notes.refuse(
+            None,
+            f"guaranteed tenants reserve {slots.reserved_total} concurrent sequences ({owners}) but the engine "
+            f"runs {slots.capacity} ({kv.max_num_seqs} per replica x {replicas}, at a typical context of "
+            f"{kv.typical_context:,} tokens); add replicas or lower their max_concurrency",
+        )
+    elif slots.best_effort_demand > slots.shared:
+        notes.warn(
+            None,
+            f"best-effort tenants may have {slots.best_effort_demand} requests in flight but only "
+            f"{slots.shared} slots are not reserved; the rest queue or get 429s",
+        )
+    if slots.spot_demand and slots.shared == 0 and slots.reserved_total <= slots.capacity:
+        notes.warn(None, "no unreserved slots: spot tenants will never be admitted")
+    return slots

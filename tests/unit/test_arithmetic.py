@@ -46,7 +46,11 @@ def test_seed_001_kv_slots_on_two_80gb_gpus():
 
 def test_seed_001_split_22_16_16_leaves_one_spare_slot():
     # Tenants A, B, C hold 40 %, 30 %, 30 % of 55 slots: 22, 16, 16, one spare.
-    slots = plan_slots(55, [Demand("a", "guaranteed", 22), Demand("b", "guaranteed", 16), Demand("c", "guaranteed", 16)])
+    slots = plan_slots(55, [
+        Demand(tenant="a", tier="guaranteed", concurrency=22),
+        Demand(tenant="b", tier="guaranteed", concurrency=16),
+        Demand(tenant="c", tier="guaranteed", concurrency=16),
+    ])
     assert [r.slots for r in slots.reserved] == [22, 16, 16]
     assert slots.reserved_total == 54
     assert slots.shared == 1
@@ -166,7 +170,11 @@ def test_concurrency_share_rounds_up_without_float_noise(concurrency, share, exp
 
 
 def test_best_effort_and_spot_share_what_is_not_reserved():
-    slots = plan_slots(100, [Demand("g", "guaranteed", 30), Demand("b", "best-effort", 50), Demand("s", "spot", 40)])
+    slots = plan_slots(100, [
+        Demand(tenant="g", tier="guaranteed", concurrency=30),
+        Demand(tenant="b", tier="best-effort", concurrency=50),
+        Demand(tenant="s", tier="spot", concurrency=40),
+    ])
     assert (slots.reserved_total, slots.shared, slots.best_effort_demand, slots.spot_demand) == (30, 70, 50, 40)
 
 

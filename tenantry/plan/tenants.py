@@ -1,0 +1,67 @@
+"""Each tenant's plan: its contract, its cache salt, its traffic, and the engines it may fall back to."""
+
+from __future__ import annotations
+
+from tenantry.plan.model import TenantPlan, TrafficPlan
+from tenantry.plan.routes import Route
+from tenantry.plan.slots import concurrency_share
+from tenantry.spec.resolve import cache_salt
+from tenantry.spec.schema import Spec, TenantSpec
+
+
+def plan_tenant(spec: Spec, tenant: TenantSpec, mine: list[Route], reserved_slots: int) -> TenantPlan:
+    policy = spec.tiers.policy(tenant.tier)
+    traffic = tuple(
+        TrafficPlan(
+            target=r.target, engine=r.engine, adapter=r.adapter, share=r.share, profile=r.profile,
+            tpm=round(tenant.tpm * r.share), concurrency=concurrency_share(tenant.max_concurrency, r.share),
+        )
+        for r in mine
+    )
+    return TenantPlan(
+        name=tenant.name,
+        tier=tenant.tier,
+        priority=policy.priority,
+        namespace=f"tenant-{tenant.name}",
+        models=tuple(tenant.models),
+        adapters=tuple(tenant.adapters),
+        fallback_models=fallback_closure(spec, tenant),
+        tpm=tenant.tpm,
+        rpm=tenant.rpm,
+        max_concurrency=tenant.max_concurrency,
+        budget_usd=tenant.budget.usd,
+        budget_window=tenant.budget.window,
+        cache_isolation=tenant.cache.isolation,
+        cache_salt=cache_salt(tenant),
+        ttft_p95_ms=tenant.slo.ttft_p95_ms,
+        itl_p95_ms=tenant.slo.itl_p95_ms,
+        max_error_rate=tenant.slo.max_error_rate,
+        typical_prompt_tokens=tenant.typical.prompt_tokens,
+        typical_output_tokens=tenant.typical.output_tokens,
+        contract_requests_per_second=min(
+            tenant.rpm, tenant.tpm / (tenant.typical.prompt_tokens + tenant.typical.output_tokens)) / 60,
+        max_prompt_tokens=policy.max_prompt_tokens,
+        max_output_tokens=policy.max_output_tokens,
+        reserved_slots=reserved_slots,
+        traffic=traffic,
+        quota_cpu=tenant.namespace_quota.cpu,
+        quota_memory_bytes=int(tenant.namespace_quota.memory_gib * 2**30),
+        quota_pods=tenant.namespace_quota.pods,
+    )
+
+
+def fallback_closure(spec: Spec, tenant: TenantSpec) -> tuple[str, ...]:
+    """Every engine reachable through fallbacks from the engines the tenant
+    calls (its adapters' base engines included), that it is not allowed already."""
+    to = {f.model: f.to for f in spec.gateway.fallbacks}
+    base_of = {a.name: e.name for e in spec.engines for a in e.adapters}
+    start = set(tenant.models) | {base_of[a] for a in tenant.adapters if a in base_of}
+    seen: list[str] = []
+    frontier = sorted(start)
+    while frontier:
+        engine = frontier.pop(0)
+        for target in to.get(engine, []):
+            if target not in start and target not in seen:
+                seen.append(target)
+                frontier.append(target)
+    return tuple(seen)
