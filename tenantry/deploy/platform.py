@@ -45,18 +45,7 @@ class Platform(pulumi.ComponentResource):
         plan = args.plan
         ns = plan.platform.namespace
         child = pulumi.ResourceOptions(parent=self)
-
-        for class_name, (value, what) in PRIORITY_CLASSES.items():
-            k8s.scheduling.v1.PriorityClass(
-                f"{name}-{class_name}", metadata={"name": class_name, "labels": labels("platform")},
-                value=value, global_default=False, preemption_policy="PreemptLowerPriority", description=what,
-                opts=child,
-            )
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={"name": ns, "labels": {**labels("platform"), "pod-security.kubernetes.io/enforce": "restricted"}},
-            opts=child,
-        )
+        namespace = self._priority_classes_and_namespace(name, ns)
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
 
         GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy), child)
@@ -72,14 +61,7 @@ class Platform(pulumi.ComponentResource):
             )
             for e in plan.engines
         }
-        keys = {
-            t.name: pulumi.Output.secret(
-                random.RandomPassword(f"{name}-key-{t.name}", length=48, special=False, opts=child).result.apply(
-                    lambda r: f"sk-{r}"
-                )
-            )
-            for t in plan.tenants
-        }
+        keys = self._tenant_keys(name, plan)
         gateway = Gateway(
             f"{name}-gateway",
             GatewayArgs(
@@ -104,6 +86,32 @@ class Platform(pulumi.ComponentResource):
         self._network_policies(name, ns, observability.namespace, in_namespace)
         self.gateway_url = gateway.url
         self.register_outputs({"gateway_url": self.gateway_url, "tenant_namespaces": self.tenant_namespaces})
+
+    def _priority_classes_and_namespace(self, name: str, ns: str) -> k8s.core.v1.Namespace:
+        child = pulumi.ResourceOptions(parent=self)
+        for class_name, (value, what) in PRIORITY_CLASSES.items():
+            k8s.scheduling.v1.PriorityClass(
+                f"{name}-{class_name}", metadata={"name": class_name, "labels": labels("platform")},
+                value=value, global_default=False, preemption_policy="PreemptLowerPriority", description=what,
+                opts=child,
+            )
+        return k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": ns, "labels": {**labels("platform"), "pod-security.kubernetes.io/enforce": "restricted"}},
+            opts=child,
+        )
+
+    def _tenant_keys(self, name: str, plan: Plan) -> dict[str, pulumi.Output[str]]:
+        """One generated gateway key per tenant, a Pulumi secret."""
+        child = pulumi.ResourceOptions(parent=self)
+        return {
+            t.name: pulumi.Output.secret(
+                random.RandomPassword(f"{name}-key-{t.name}", length=48, special=False, opts=child).result.apply(
+                    lambda r: f"sk-{r}"
+                )
+            )
+            for t in plan.tenants
+        }
 
     def _network_policies(self, name: str, ns: str, monitoring_ns: str, opts: pulumi.ResourceOptions) -> None:
         def from_namespace(namespace: str, pods: dict[str, str] | None = None) -> dict:

@@ -10,6 +10,7 @@ local://path the artifacts claim the local stack's files are published in.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 ARTIFACTS_CLAIM = "tenantry-artifacts"
@@ -55,7 +56,7 @@ def parse_source(uri: str) -> Source:
     return Source(scheme, rest)
 
 
-def rclone_script(items: list[tuple[Source, str]]) -> str:
+def rclone_script(items: Sequence[tuple[Source, str]]) -> str:
     """Copy each (source, destination) into place; --checksum makes a rerun after
     a restart fetch only what changed."""
     lines = ["set -eu"]
@@ -64,7 +65,7 @@ def rclone_script(items: list[tuple[Source, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def huggingface_script(items: list[tuple[Source, str]]) -> str:
+def huggingface_script(items: Sequence[tuple[Source, str]]) -> str:
     """Download Hub adapters at their pinned revisions."""
     calls = "\n".join(
         f"snapshot_download(repo_id={s.location!r}, revision={s.revision!r}, local_dir={d!r})" for s, d in items

@@ -36,74 +36,92 @@ class Tenant(pulumi.ComponentResource):
             metadata={"name": ns, "labels": {**meta_labels, "pod-security.kubernetes.io/enforce": "restricted"}},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        child = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
-        k8s.core.v1.ResourceQuota(
-            f"{name}-quota",
-            metadata={"name": "tenantry-quota", "namespace": ns, "labels": meta_labels},
-            spec={"hard": {
-                "requests.cpu": cores(t.quota_cpu),
-                "limits.cpu": cores(2 * t.quota_cpu),
-                "requests.memory": mebibytes(t.quota_memory_bytes),
-                "limits.memory": mebibytes(t.quota_memory_bytes),
-                "pods": str(t.quota_pods),
-                "requests.nvidia.com/gpu": "0",
-                "services.loadbalancers": "0",
-                "services.nodeports": "0",
-            }},
-            opts=child,
-        )
-        k8s.core.v1.LimitRange(
-            f"{name}-limits",
-            metadata={"name": "tenantry-limits", "namespace": ns, "labels": meta_labels},
-            spec={"limits": [{
-                "type": "Container",
-                "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
-                "default": {"cpu": "500m", "memory": "512Mi"},
-            }]},
-            opts=child,
-        )
-        k8s.networking.v1.NetworkPolicy(
-            f"{name}-default-deny",
-            metadata={"name": "tenantry-default-deny", "namespace": ns, "labels": meta_labels},
-            spec={"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
-            opts=child,
-        )
-        k8s.networking.v1.NetworkPolicy(
-            f"{name}-allow-gateway",
-            metadata={"name": "tenantry-allow-dns-and-gateway", "namespace": ns, "labels": meta_labels},
-            spec={
-                "podSelector": {},
-                "policyTypes": ["Egress"],
-                "egress": [
-                    {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                             "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-                     "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-                    {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.gateway_namespace}},
-                             "podSelector": {"matchLabels": args.gateway_selector}}],
-                     "ports": [{"protocol": "TCP", "port": args.gateway_port}]},
-                ],
-            },
-            opts=child,
-        )
-        k8s.core.v1.Secret(
-            f"{name}-key",
-            metadata={"name": KEY_SECRET, "namespace": ns, "labels": meta_labels},
-            string_data={"api-key": args.key, "base-url": args.gateway_url},
-            opts=child,
-        )
-        k8s.rbac.v1.Role(
-            f"{name}-key-reader",
-            metadata={"name": "tenantry-gateway-key-reader", "namespace": ns, "labels": meta_labels},
-            rules=[{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [KEY_SECRET], "verbs": ["get"]}],
-            opts=child,
-        )
-        k8s.rbac.v1.RoleBinding(
-            f"{name}-key-readers",
-            metadata={"name": "tenantry-gateway-key-readers", "namespace": ns, "labels": meta_labels},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenantry-gateway-key-reader"},
-            # The tenant's own workloads, whatever service account they run as.
-            subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"system:serviceaccounts:{ns}"}],
-            opts=child,
-        )
+        in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
+        _quota_and_limits(name, t, meta_labels, in_namespace)
+        _network_policies(name, ns, args, meta_labels, in_namespace)
+        _gateway_key(name, ns, args, meta_labels, in_namespace)
         self.namespace = ns
         self.register_outputs({"namespace": ns})
+
+
+def _quota_and_limits(name: str, t: TenantPlan, meta_labels: dict[str, str], opts: pulumi.ResourceOptions) -> None:
+    """The tenant's quota (no GPUs, no external Services) and the defaults of containers that set none."""
+    k8s.core.v1.ResourceQuota(
+        f"{name}-quota",
+        metadata={"name": "tenantry-quota", "namespace": t.namespace, "labels": meta_labels},
+        spec={"hard": {
+            "requests.cpu": cores(t.quota_cpu),
+            # CPU may burst to twice the quota, like every platform container (deploy/common.py: resources).
+            "limits.cpu": cores(2 * t.quota_cpu),
+            "requests.memory": mebibytes(t.quota_memory_bytes),
+            "limits.memory": mebibytes(t.quota_memory_bytes),
+            "pods": str(t.quota_pods),
+            "requests.nvidia.com/gpu": "0",
+            "services.loadbalancers": "0",
+            "services.nodeports": "0",
+        }},
+        opts=opts,
+    )
+    k8s.core.v1.LimitRange(
+        f"{name}-limits",
+        metadata={"name": "tenantry-limits", "namespace": t.namespace, "labels": meta_labels},
+        spec={"limits": [{
+            "type": "Container",
+            "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
+            "default": {"cpu": "500m", "memory": "512Mi"},
+        }]},
+        opts=opts,
+    )
+
+
+def _network_policies(
+    name: str, ns: str, args: TenantArgs, meta_labels: dict[str, str], opts: pulumi.ResourceOptions
+) -> None:
+    """Default deny, then out to DNS and the gateway only."""
+    k8s.networking.v1.NetworkPolicy(
+        f"{name}-default-deny",
+        metadata={"name": "tenantry-default-deny", "namespace": ns, "labels": meta_labels},
+        spec={"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        opts=opts,
+    )
+    k8s.networking.v1.NetworkPolicy(
+        f"{name}-allow-gateway",
+        metadata={"name": "tenantry-allow-dns-and-gateway", "namespace": ns, "labels": meta_labels},
+        spec={
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.gateway_namespace}},
+                         "podSelector": {"matchLabels": args.gateway_selector}}],
+                 "ports": [{"protocol": "TCP", "port": args.gateway_port}]},
+            ],
+        },
+        opts=opts,
+    )
+
+
+def _gateway_key(name: str, ns: str, args: TenantArgs, meta_labels: dict[str, str], opts: pulumi.ResourceOptions) -> None:
+    """The tenant's gateway key and URL, readable by the tenant's own workloads."""
+    k8s.core.v1.Secret(
+        f"{name}-key",
+        metadata={"name": KEY_SECRET, "namespace": ns, "labels": meta_labels},
+        string_data={"api-key": args.key, "base-url": args.gateway_url},
+        opts=opts,
+    )
+    k8s.rbac.v1.Role(
+        f"{name}-key-reader",
+        metadata={"name": "tenantry-gateway-key-reader", "namespace": ns, "labels": meta_labels},
+        rules=[{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [KEY_SECRET], "verbs": ["get"]}],
+        opts=opts,
+    )
+    k8s.rbac.v1.RoleBinding(
+        f"{name}-key-readers",
+        metadata={"name": "tenantry-gateway-key-readers", "namespace": ns, "labels": meta_labels},
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenantry-gateway-key-reader"},
+        # The tenant's own workloads, whatever service account they run as.
+        subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"system:serviceaccounts:{ns}"}],
+        opts=opts,
+    )
