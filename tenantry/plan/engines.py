@@ -17,7 +17,9 @@ from tenantry.spec.resolve import engine_max_context, resolve_model
 from tenantry.spec.schema import EngineSpec, Spec
 
 
-def plan_engine(engine: EngineSpec, spec: Spec, routes: list[Route], is_fallback: bool, notes: EngineNotes) -> EnginePlan:
+def plan_engine(
+    engine: EngineSpec, spec: Spec, routes: list[Route], is_fallback: bool, notes: EngineNotes
+) -> EnginePlan:
     resolved = resolve_model(engine)
     assert resolved is not None, "validated by tenantry.spec"
     arch = resolved.architecture

@@ -37,7 +37,9 @@ def routes(spec: Spec) -> list[Route]:
         for target, share, profile in shares:
             adapter = target if target in adapter_engine else None
             engine = adapter_engine[target] if adapter else target
-            found.append(Route(tenant=tenant, target=target, engine=engine, adapter=adapter, share=share, profile=profile))
+            found.append(
+                Route(tenant=tenant, target=target, engine=engine, adapter=adapter, share=share, profile=profile)
+            )
     return found
 
 
