@@ -9,10 +9,8 @@ Starts its own stack of stacks/local.yaml (directory .local/bench-gate,
 ports from 19600; the models must be built already, as after `make local`)
 and runs `tenantry gate --scenario noisy-neighbour --side-by-side` (the short
 version unless --full) --repeats times. Reports each repeat's figures and
-the ratio with / without the policy; the issue's target is 0.1x or less
-under the flood. On this machine's two shared cores the front ends (vLLM's
-API server, LiteLLM) take most of the CPU, so 'unchanged from alone' is
-reported, not expected.
+the ratio with / without the policy under the flood, against its target
+(docs/decisions.md: Noisy-neighbour target: 0.1x).
 """
 
 from __future__ import annotations

@@ -21,15 +21,13 @@ from tenantry.plan.model import Plan, TenantPlan
 
 SHED_HEADER = "X-Tenantry-Shed"
 """The tenant-policy plugin's header on its 429s for capacity (its SHED_HEADER; the gate runs
-without LiteLLM, which the plugin imports); every 429 without it is the tenant's own quota."""
+without LiteLLM, which the plugin imports); every 429 without it is the tenant's own quota
+(docs/decisions.md: A shed is what the gateway's X-Tenantry-Shed header says)."""
 MIN_QUEUED_SECONDS = 0.25
 ORDER_TOLERANCE_SECONDS = 2.0
-"""First tokens closer than this are not ordered: the front ends (LiteLLM, vLLM's API server)
-deliver with that much jitter on a busy machine (on the local stack's two cores: up to 1.6 s
-between a spot and a guaranteed request sent within 10 ms of each other, and a priority-0
-request straight to vLLM took 0.05 to 1.3 s to its first token during a spot flood with
-nothing queued). First come first served keeps a guaranteed request 4 to 6.5 s behind
-queued spot requests there, beyond it."""
+"""First tokens closer than this are not ordered: the front ends deliver with about that much
+jitter on a busy machine, and first come first served keeps a guaranteed request further
+behind queued spot requests than this (docs/decisions.md: Priority-order tolerance of 2 s)."""
 
 
 def percentile(values: list[float], q: float) -> float | None:

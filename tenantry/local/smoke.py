@@ -82,8 +82,8 @@ def smoke(layout: Layout) -> list[SmokeResult]:
 
 def _smoke_request(url: str, key: str, tenant: str, tier: str, model: str) -> tuple[SmokeResult, float]:
     """The result, and the Retry-After the gateway asked for (0 without one)."""
-    # min_tokens: random weights may end an answer at once (end-of-sequence first, about 1 in 150 on
-    # tenantry-micro): the check is whether the stack serves text, not what the model picks.
+    # min_tokens: random weights may end an answer at once; the check is whether the stack serves
+    # text, not what the model picks (docs/decisions.md: The smoke check asks for at least one token).
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": f"hello from {tenant}"}],
                        "max_tokens": 8, "min_tokens": 1}).encode()
     request = urllib.request.Request(url, data=body, method="POST",

@@ -21,7 +21,7 @@ The npm pins (package.json, package-lock.json) follow prisma-client-py: its
 ``expected_engine_version`` names the engine commit, and
 ``@prisma/query-engine-wasm`` publishes ``<version>-<n>.<commit>`` for it;
 ``prisma`` (the CLI ``prisma generate`` runs) and ``@prisma/adapter-pg``
-take the same ``<version>``. tests/local/test_prisma_bridge.py covers the
+take the same ``<version>``. tests/local/prisma/ covers the
 query shapes LiteLLM uses; run it after changing any pin.
 """
 
