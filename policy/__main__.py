@@ -2,9 +2,11 @@
 
     TENANTRY_SPEC=stacks/<stack>.yaml pulumi preview --policy-pack policy
 
-Every rule in policy/rules.py runs over the whole stack before anything is
-applied, and a violation refuses the change. TENANTRY_SPEC names the stack's
-spec so that engines can be compared with the Plan.
+Every policy in tenantry/manifests/policies.py runs over the whole stack
+before anything is applied, and a violation refuses the change; the same
+functions run over the offline rendering in `tenantry manifests` and the
+tests (docs/decisions.md: Policies are written once). TENANTRY_SPEC names the
+stack's spec so that engines can be compared with the Plan.
 """
 
 import os

@@ -16,8 +16,8 @@ def desired_teams(plan: Plan) -> list[dict[str, Any]]:
     Concurrency is the tenant-policy plugin's alone, counted across replicas
     in Redis, so the key carries no max_parallel_requests (cleared on keys that
     have one): LiteLLM's own limiter counts a stream until its logging has run,
-    after the last byte, and refused a client holding exactly its limit (40 of
-    200 streams at concurrency 4 in benchmarks/gateway_policy.py)."""
+    after the last byte, and refuses a client holding exactly its limit
+    (docs/decisions.md: Concurrency is the plugin's alone)."""
     return [
         {
             "team_alias": t.name,

@@ -42,8 +42,8 @@ def vllm_args(
         args += ["--quantization", "awq_marlin"]
     # A pre-quantised fp8 checkpoint declares its format; vLLM reads it from the config.
     if engine.placement == "cpu":
-        # vLLM's CPU attention backend needs blocks of a multiple of 32 tokens
-        # and runs without CUDA graphs (../shared/notes/toolchain.md).
+        # vLLM's CPU attention backend needs blocks of a multiple of 32 tokens and runs
+        # without CUDA graphs (docs/decisions.md: CPU engines: KV blocks of 32 tokens, no CUDA graphs).
         args += ["--block-size", "32", "--enforce-eager"]
     if engine.lora.enabled:
         args += [

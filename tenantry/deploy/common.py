@@ -1,5 +1,8 @@
 """Small shared pieces of the Kubernetes components: labels, quantities,
-security contexts, ServiceMonitors. Nothing here decides a number."""
+security contexts, ServiceMonitors. Nothing here sizes anything: quantities
+are the Plan's figures in Kubernetes units, and `resources` lets CPU burst to
+twice the request (docs/decisions.md: Components convert the Plan's figures,
+they do not plan)."""
 
 from __future__ import annotations
 

@@ -188,12 +188,14 @@ def _init_containers(args: EngineArgs, fetches: Fetches) -> list[dict[str, Any]]
     tmp_mount = {"name": "tmp", "mountPath": "/tmp"}
     containers = []
     if fetches.synced:
-        source_mounts = [{"name": f"source-{c}", "mountPath": f"/sources/{c}", "readOnly": True} for c in fetches.claims]
+        source_mounts = [{"name": f"source-{c}", "mountPath": f"/sources/{c}", "readOnly": True}
+                         for c in fetches.claims]
         containers.append({
             "name": "fetch",
             **pinned_image(args.fetch_image),
             "command": ["sh", "/fetch/fetch.sh"],
-            "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR}, {"name": "adapters", "mountPath": ADAPTERS_DIR},
+            "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR},
+                             {"name": "adapters", "mountPath": ADAPTERS_DIR},
                              fetch_mount, tmp_mount, *source_mounts],
             "env": [{"name": "HOME", "value": "/tmp"}],
             **common,

@@ -103,7 +103,9 @@ def _network_policies(
     )
 
 
-def _gateway_key(name: str, ns: str, args: TenantArgs, meta_labels: dict[str, str], opts: pulumi.ResourceOptions) -> None:
+def _gateway_key(
+    name: str, ns: str, args: TenantArgs, meta_labels: dict[str, str], opts: pulumi.ResourceOptions
+) -> None:
     """The tenant's gateway key and URL, readable by the tenant's own workloads."""
     k8s.core.v1.Secret(
         f"{name}-key",

@@ -1,8 +1,8 @@
 """tenantry's deployment policies as pure functions over the resources a
 program registers. The policy pack under policy/ runs them during
-`pulumi preview --policy-pack policy`; `tenantry render` and the tests run
-them over the mock render of every stack. Each violation names the resource
-it is about.
+`pulumi preview --policy-pack policy`; `tenantry manifests` and the tests run
+them over the mock rendering of every stack (docs/decisions.md: Policies are
+written once). Each violation names the resource it is about.
 
 A resource is (type token, logical name, properties); secret values are
 `tenantry.manifests.offline.Secret` markers.
