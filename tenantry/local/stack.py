@@ -17,6 +17,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tenantry.configs.teams import desired_teams
 from tenantry.gateway.reconciler import LiteLLM, reconcile
@@ -26,6 +27,9 @@ from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports, State, engine_
 from tenantry.local.supervisor import SUPERVISORD, start_supervisor, supervisor_running, supervisorctl
 from tenantry.plan.model import Plan
 from tenantry.stacks import plan_stack, require_fit, stack_path
+
+if TYPE_CHECKING:
+    from tenantry.local.prisma import BridgePaths
 
 Progress = Callable[[str], None]
 
@@ -122,13 +126,13 @@ def _check_can_start(plan: Plan, layout: Layout, ports: Ports) -> State | None:
 
 
 def _write_configs(plan: Plan, layout: Layout, ports: Ports, built: dict[str, models.BuiltModel],
-                   run_as: str | None, log_requests: bool):
+                   run_as: str | None, log_requests: bool) -> tuple[BridgePaths, dict[str, str]]:
     """Every process's configuration, and the Prisma bridge the gateways run with;
     returns the bridge's paths and the gateways' environment."""
     from tenantry.local import prisma
 
     services.redis_conf(layout, ports, credentials.redis_password(layout))
-    credentials.master_key(layout)
+    credentials.master_key(layout)  # made now: Prometheus reads it from its file
     services.prometheus_yml(plan, layout, ports, layout.secrets / "master-key")
     services.gateway_files(plan, layout, ports)
     try:
@@ -157,7 +161,8 @@ def _start_or_update_supervisor(plan: Plan, layout: Layout, step: Progress) -> N
         step("supervisor started: PostgreSQL, Redis, Prometheus and the engines are starting")
 
 
-def _prepare_database(layout: Layout, ports: Ports, prisma_paths, database_url: str, step: Progress) -> None:
+def _prepare_database(layout: Layout, ports: Ports, prisma_paths: BridgePaths, database_url: str,
+                      step: Progress) -> None:
     from tenantry.local import prisma
 
     wait_healthy("PostgreSQL", lambda: port_open(ports.postgres), 60, layout.logs / "postgres.log")

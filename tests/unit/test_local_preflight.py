@@ -66,6 +66,39 @@ def test_supervisor_runs_every_engine_with_the_plans_arguments(tmp_path):
     assert (tmp_path / "supervisord.conf").stat().st_mode & 0o077 == 0
 
 
+def test_one_map_names_every_supervised_process_with_its_port(tmp_path):
+    plan = plan_stack("tests/local/stack.yaml")  # two gateway replicas, two engines
+    layout = Layout(tmp_path, 29100)
+    ports = layout.ports(plan)
+    built = {e.name: BuiltModel(e.name, tmp_path / e.name / "model", tmp_path / e.name / "adapters") for e in plan.engines}
+    conf = services.supervisor_conf(plan, layout, ports, built, {}, run_as=None).read_text()
+    programs = {line[len("[program:"):-1] for line in conf.splitlines() if line.startswith("[program:")}
+    assert programs == set(ports.by_process()) == {"gateway-0", "gateway-1", "postgres", "redis", "prometheus",
+                                                   "engine-tiny", "engine-micro"}
+    assert len(set(ports.by_process().values())) == len(programs)  # no two on one port
+    for name, port in ports.by_process().items():
+        if name.startswith(("engine-", "gateway-")):
+            assert f"--port {port}" in conf.split(f"[program:{name}]")[1].split("[program:")[0], name
+
+
+def test_side_gateways_listen_clear_of_the_stack(tmp_path):
+    plan = plan_stack("tests/local/stack.yaml")
+    layout = Layout(tmp_path, 29100)
+    side = layout.side_gateway_ports()
+    assert set(side) == {"gateway-policy", "gateway-plain"}
+    assert not set(side.values()) & set(layout.ports(plan).by_process().values())
+
+
+def test_the_local_target_stops_an_engine_through_its_own_supervisor(tmp_path):
+    import shlex
+
+    from tenantry.local.supervisor import SUPERVISORCTL, stop_engine_command
+
+    layout = Layout(tmp_path / "a stack", 29100)
+    command = shlex.split(stop_engine_command(layout).format(engine="tiny"))
+    assert command == [str(SUPERVISORCTL), "-c", str(layout.supervisor_conf), "stop", "engine-tiny"]
+
+
 def test_prometheus_scrapes_the_same_jobs_as_on_kubernetes(tmp_path):
     plan = plan_stack("local")
     layout = Layout(tmp_path, 29100)
