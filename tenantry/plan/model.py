@@ -2,7 +2,7 @@
 
 Immutable; deploy/, local/, render/ and the load-test gate read it and never
 recompute. `Plan.to_dict()` is what `tenantry plan --json` prints (its keys
-are documented in the README). Bytes are bytes, prices are USD, rates are per
+are documented in docs/platform.md). Bytes are bytes, prices are USD, rates are per
 second or per minute as the key says.
 """
 
