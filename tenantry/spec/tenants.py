@@ -1,0 +1,121 @@
+"""Tenants and their contracts (limits, budget, SLOs, typical request, traffic), and the tiers' policies."""
+
+from __future__ import annotations
+
+from pydantic import model_validator
+
+from tenantry.spec.fields import (
+    WINDOW_PATTERN,
+    CacheIsolationMode,
+    CacheSalt,
+    Name,
+    SpecModel,
+    Tier,
+    TrafficProfile,
+    field,
+)
+
+
+class BudgetSpec(SpecModel):
+    usd: float = field(description="Spend allowed per window, priced at the plan's per-token cost.", unit="USD", gt=0, le=1e9)
+    window: str = field(
+        "30d", description="Budget reset period: a number and s, m, h, d, w or mo (30d, 1mo, 12h).",
+        pattern=WINDOW_PATTERN,
+    )
+
+
+class CacheIsolationSpec(SpecModel):
+    isolation: CacheIsolationMode = field(
+        "own", description="own: a salt only this tenant's requests carry; shared: a salt shared by a named "
+        "group of tenants; none: the unsalted, common prefix cache.",
+    )
+    salt: CacheSalt | None = field(
+        None, description="The own salt (isolation: own); defaults to tenant-<name>. At most 128 characters, "
+        "no @, /, backslash or NUL.",
+    )
+    group: Name | None = field(None, description="The shared group's name (isolation: shared).")
+
+    @model_validator(mode="after")
+    def _mode_fields(self) -> CacheIsolationSpec:
+        if self.isolation == "shared" and self.group is None:
+            raise ValueError("isolation 'shared' needs a group")
+        if self.isolation != "shared" and self.group is not None:
+            raise ValueError(f"group only applies to isolation 'shared', not '{self.isolation}'")
+        if self.isolation != "own" and self.salt is not None:
+            raise ValueError(f"salt only applies to isolation 'own', not '{self.isolation}'")
+        return self
+
+
+class SloSpec(SpecModel):
+    ttft_p95_ms: float = field(description="95th percentile time to first token.", unit="ms", gt=0, le=3_600_000)
+    itl_p95_ms: float = field(description="95th percentile inter-token latency.", unit="ms", gt=0, le=600_000)
+    max_error_rate: float = field(
+        description="Largest share of requests that may fail (5xx, timeouts); the tenant's own 429s excluded.",
+        unit="fraction", gt=0, le=1,
+    )
+
+
+class TypicalRequestSpec(SpecModel):
+    prompt_tokens: int = field(1024, description="Typical prompt length.", unit="tokens", ge=1, le=10_000_000)
+    output_tokens: int = field(256, description="Typical output length.", unit="tokens", ge=1, le=10_000_000)
+
+
+class TrafficShareSpec(SpecModel):
+    target: str = field(description="An engine or adapter the tenant is allowed.")
+    share: float = field(description="Share of the tenant's requests; shares sum to 1.", unit="fraction", gt=0, le=1)
+    profile: TrafficProfile = field(
+        "chat", description="Request shape the load-test gate sends: chat (short, streamed), rag (long shared "
+        "prefix), batch (non-streamed)."
+    )
+
+
+class NamespaceQuotaSpec(SpecModel):
+    """Limits of the tenant's own namespace, where its applications and its gateway key live.
+    GPUs are always quota 0 there: tenants reach models only through the gateway."""
+
+    cpu: float = field(8, description="CPU requests allowed in the namespace.", unit="cores", gt=0, le=100_000)
+    memory_gib: float = field(16, description="Memory requests allowed in the namespace.", unit="GiB", gt=0, le=1_000_000)
+    pods: int = field(50, description="Pods allowed in the namespace.", unit="pods", ge=1, le=100_000)
+
+
+class TenantSpec(SpecModel):
+    name: Name = field(description="Tenant name; its namespace is tenant-<name>.")
+    tier: Tier = field(description="guaranteed (reserved slots), best-effort (shares the rest) or spot (idle capacity only).")
+    models: list[Name] = field(default_factory=list, description="Engines the tenant may call.")
+    adapters: list[Name] = field(default_factory=list, description="LoRA adapters the tenant may call (its own).")
+    tpm: int = field(description="Tokens (prompt + output) per minute.", unit="tokens/min", ge=1, le=10_000_000_000)
+    rpm: int = field(description="Requests per minute.", unit="requests/min", ge=1, le=100_000_000)
+    max_concurrency: int = field(description="Requests in flight at once.", unit="requests", ge=1, le=1_000_000)
+    budget: BudgetSpec = field(description="Spend limit and its window.")
+    cache: CacheIsolationSpec = field(default_factory=CacheIsolationSpec, description="Prefix-cache isolation.")
+    slo: SloSpec = field(description="Latency and error objectives the load-test gate checks.")
+    typical: TypicalRequestSpec = field(default_factory=TypicalRequestSpec, description="Typical request size, for planning.")
+    traffic: list[TrafficShareSpec] | None = field(
+        None, description="How requests split over the allowed engines and adapters; defaults to an even split."
+    )
+    namespace_quota: NamespaceQuotaSpec = field(
+        default_factory=NamespaceQuotaSpec, description="Quota of the tenant's namespace on Kubernetes."
+    )
+
+
+class TierPolicySpec(SpecModel):
+    priority: int = field(description="vLLM scheduling priority (lower runs first).", ge=-1000, le=1000)
+    max_prompt_tokens: int | None = field(
+        None, description="Longest prompt accepted from this tier; omit for the engine's limit.", unit="tokens", ge=1, le=10_000_000
+    )
+    max_output_tokens: int | None = field(
+        None, description="Largest max_tokens accepted from this tier; omit for the engine's limit.", unit="tokens", ge=1, le=10_000_000
+    )
+
+
+class TiersSpec(SpecModel):
+    """Coarse priority levels: interactive work first, batch last."""
+
+    guaranteed: TierPolicySpec = field(default_factory=lambda: TierPolicySpec(priority=0), description="Guaranteed tier.")
+    best_effort: TierPolicySpec = field(
+        default_factory=lambda: TierPolicySpec(priority=10), alias="best-effort", description="Best-effort tier."
+    )
+    spot: TierPolicySpec = field(default_factory=lambda: TierPolicySpec(priority=100), description="Spot tier.")
+
+    def policy(self, tier: Tier) -> TierPolicySpec:
+        return {"guaranteed": self.guaranteed, "best-effort": self.best_effort, "spot": self.spot}[tier]
