@@ -56,7 +56,7 @@ bench: venv
 	$(BIN)/python benchmarks/gateway_policy.py
 	$(BIN)/python benchmarks/noisy_neighbour.py
 
-# Regenerate docs/platform.md's spec reference after changing tenantry/spec/schema.py.
+# Regenerate docs/platform.md's spec reference after changing the spec's models (tenantry/spec/).
 docs: venv
 	$(BIN)/python -m tenantry.docs
 
