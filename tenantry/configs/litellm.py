@@ -9,6 +9,16 @@ from tenantry.plan.model import EnginePlan, Plan
 
 POLICY_CALLBACK = "tenant_policy.proxy_handler_instance"
 """The plugin's module (mounted next to the config) and the instance LiteLLM loads."""
+PLUGIN_FILES = (
+    "tenant_policy.py",
+    "tenant_policy_settings.py",
+    "tenant_policy_engine_metrics.py",
+    "tenant_policy_ledger.py",
+    "tenant_policy_decision.py",
+)
+"""The plugin's files in tenantry/gateway/, shipped side by side next to the
+config: LiteLLM loads the first (POLICY_CALLBACK), which imports the others
+(docs/decisions.md: The plugin's modules load as neighbours)."""
 
 
 def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[str, Any]:
@@ -38,9 +48,9 @@ def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[st
         "router_settings": {
             "fallbacks": [{model: list(f.to)} for f in plan.gateway.fallbacks for model in (f.model, *f.adapters)],
             # A failed call goes to its fallback at once: LiteLLM's default retries of the
-            # same engine, with backoff, held every request ~4.5 s while an engine was down
-            # (the gate's engine-failure scenario), beyond the guaranteed tiers' TTFT SLOs.
-            # Replicas behind an engine's Service and readiness probes cover restarts.
+            # same engine, with backoff, hold every request while an engine is down, beyond
+            # the guaranteed tiers' TTFT SLOs; replicas behind an engine's Service and
+            # readiness probes cover restarts (docs/decisions.md: No retries before the fallback).
             "num_retries": 0,
             "redis_host": "os.environ/REDIS_HOST",
             "redis_port": "os.environ/REDIS_PORT",
@@ -65,12 +75,10 @@ def tenant_policy_settings(
     alias the reconciler gives it) and per engine, and where it reads the
     engines' live load: each replica's /metrics (`metrics_urls`, the local
     stack) or Prometheus (`prometheus_url`, Kubernetes, where a Service hides
-    the replicas)."""
-    metrics: dict[str, Any] = {"cache_seconds": 1.0, "timeout_seconds": 1.0}
-    if prometheus_url:
-        metrics["prometheus_url"] = prometheus_url
+    the replicas). Every key is written, even when None: the plugin requires
+    them all, so every default is decided here."""
     return {
-        "metrics": metrics,
+        "metrics": {"cache_seconds": 1.0, "timeout_seconds": 1.0, "prometheus_url": prometheus_url},
         "tenants": {
             t.name: {
                 "tier": t.tier,

@@ -1,169 +1,64 @@
-"""The tenant-policy plugin, path by path. Decisions are pure functions; the
-hook runs against a real Redis (started here) with the engines' load seeded
-into its metrics cache. tests/local exercises it inside the real gateway."""
+"""The tenant-policy plugin's hook, path by path, as LiteLLM calls it: identity
+and caps from the key's tenant, admission against a real Redis (started here)
+with the engines' load seeded into its metrics cache, and how LiteLLM loads
+it. tests/local exercises it inside the real gateway."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
+import dataclasses
 import time
-from pathlib import Path
 
 import pytest
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
-from tenantry.gateway import tenant_policy as tp
-from tenantry.configs.litellm import tenant_policy_settings
-from tenantry.stacks import plan_stack
-
-ADMISSION = {"shed_spot_at_kv_usage": 0.8, "shed_best_effort_at_kv_usage": 0.92, "shed_spot_at_waiting": 1,
-             "shed_best_effort_at_waiting": 4, "metrics_max_age_seconds": 10, "spot_pause_after_others_seconds": 7.5}
-NOW = 1_000_000.0
-IDLE = tp.EngineState(running=1, waiting=0, kv_usage=0.1, fetched_at=NOW)
+from tests.unit.policy_plugin import engine_metrics, ledger, local_settings, redis_server, run
+from tests.unit.policy_plugin import plugin as tp
 
 
-def decide(tier="best-effort", *, state=IDLE, tenant_in_flight=0, max_concurrency=4, reserved_slots=0,
-           reserved_in_flight=0, shared_slots=4, shared_in_flight=0, replicas=1, others_recent=False):
-    return tp.decide(tenant="t", tier=tier, engine="e", max_concurrency=max_concurrency,
-                     tenant_in_flight=tenant_in_flight, reserved_slots=reserved_slots,
-                     reserved_in_flight=reserved_in_flight, shared_slots=shared_slots, shared_in_flight=shared_in_flight,
-                     state=state, admission=ADMISSION, replicas=replicas, now=NOW, others_recent=others_recent)
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
 
 
-def saturated(waiting=5, kv=0.5):
-    return tp.EngineState(running=8, waiting=waiting, kv_usage=kv, fetched_at=NOW)
+@pytest.fixture(autouse=True)
+def _empty_redis(request):
+    if "redis_url" in request.fixturenames:
+        import redis
 
-
-STALE = tp.EngineState(running=0, waiting=0, kv_usage=0, fetched_at=NOW - 60)
-
-
-# --- decide: every path ---------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("tier", ["guaranteed", "best-effort", "spot"])
-def test_a_tenant_at_its_concurrency_limit_is_refused_whatever_its_tier(tier):
-    decision = decide(tier, tenant_in_flight=4, reserved_slots=8)
-    assert (decision.admit, decision.reason, decision.retry_after) == (False, "concurrency", 1)
-    assert "limit is 4" in decision.message
-
-
-@pytest.mark.parametrize("state", [IDLE, saturated(waiting=99, kv=0.99), STALE, None], ids=["idle", "saturated", "stale", "none"])
-def test_guaranteed_within_its_reservation_is_always_admitted(state):
-    decision = decide("guaranteed", state=state, reserved_slots=2, reserved_in_flight=1, shared_in_flight=4)
-    assert (decision.admit, decision.slot) == (True, "reserved")
-
-
-def test_guaranteed_beyond_its_reservation_competes_for_shared_slots():
-    assert decide("guaranteed", reserved_slots=2, reserved_in_flight=2).slot == "shared"
-    full = decide("guaranteed", reserved_slots=2, reserved_in_flight=2, shared_in_flight=4)
-    assert (full.admit, full.reason) == (False, "shared-slots")
-    busy = decide("guaranteed", reserved_slots=2, reserved_in_flight=2, state=saturated(waiting=4))
-    assert (busy.admit, busy.reason) == (False, "saturated") and "above reservations" in busy.message
-
-
-def test_best_effort_never_takes_reserved_slots():
-    decision = decide("best-effort", shared_slots=4, shared_in_flight=4)
-    assert (decision.admit, decision.reason) == (False, "shared-slots")
-    assert "unreserved slots are busy" in decision.message
-
-
-@pytest.mark.parametrize(("state", "admitted"), [
-    (saturated(waiting=3), True), (saturated(waiting=4), False), (saturated(waiting=0, kv=0.92), False),
-    (saturated(waiting=0, kv=0.91), True),
-])
-def test_best_effort_is_shed_at_its_thresholds(state, admitted):
-    decision = decide("best-effort", state=state)
-    assert decision.admit is admitted
-    if not admitted:
-        assert decision.reason == "saturated" and decision.retry_after == 2
-
-
-@pytest.mark.parametrize("state", [STALE, None], ids=["stale", "none"])
-def test_best_effort_with_unknown_load_is_bounded_by_the_slot_counters_alone(state):
-    assert decide("best-effort", state=state) == tp.Decision(True, "shared-unknown-load", slot="shared")
-    assert not decide("best-effort", state=state, shared_in_flight=4).admit
-
-
-@pytest.mark.parametrize(("state", "admitted"), [
-    (IDLE, True), (saturated(waiting=1), False), (saturated(waiting=0, kv=0.8), False),
-    (saturated(waiting=0, kv=0.79), True),
-])
-def test_spot_runs_only_on_an_idle_engine(state, admitted):
-    decision = decide("spot", state=state)
-    assert decision.admit is admitted
-    if not admitted:
-        assert decision.reason == "saturated" and "spot traffic paused" in decision.message
-        assert decision.retry_after == 10
-
-
-@pytest.mark.parametrize("state", [STALE, None], ids=["stale", "none"])
-def test_spot_is_refused_when_the_load_is_unknown(state):
-    decision = decide("spot", state=state)
-    assert (decision.admit, decision.reason) == (False, "metrics")
-    assert "metrics unavailable" in decision.message
-
-
-def test_spot_needs_a_free_shared_slot_too():
-    assert decide("spot", shared_in_flight=4).reason == "shared-slots"
-
-
-@pytest.mark.parametrize("tier", ["guaranteed", "best-effort"])
-def test_only_spot_pauses_while_the_others_are_recent(tier):
-    decision = decide("spot", others_recent=True)
-    assert (decision.admit, decision.reason, decision.retry_after) == (False, "others-active", 8)
-    assert decision.message == ("engine e serving guaranteed or best-effort traffic (within the last 7.5 s): "
-                                "spot traffic paused")
-    assert decide(tier, others_recent=True).admit
-
-
-def test_waiting_thresholds_scale_with_replicas():
-    assert not decide("spot", state=saturated(waiting=1), replicas=1).admit
-    assert decide("spot", state=saturated(waiting=1, kv=0.1), replicas=2).admit
-
-
-def test_vllm_metrics_are_read_for_the_right_model():
-    text = (
-        '# HELP vllm:num_requests_running Number of requests in model execution batches.\n'
-        'vllm:num_requests_running{engine="0",model_name="tiny"} 3.0\n'
-        'vllm:num_requests_running{engine="0",model_name="micro"} 7.0\n'
-        'vllm:num_requests_waiting{engine="0",model_name="tiny"} 2.0\n'
-        'vllm:num_requests_waiting_by_reason{engine="0",model_name="tiny",reason="capacity"} 9.0\n'
-        'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.25\n'
-    )
-    assert tp.parse_vllm_metrics(text, "tiny") == (3.0, 2.0, 0.25)
-
-
-# --- identity and caps ---------------------------------------------------------------------
+        redis.Redis.from_url(request.getfixturevalue("redis_url")).flushall()
 
 
 @pytest.fixture
 def policy(redis_url):
     import redis.asyncio as aioredis
 
-    settings = tenant_policy_settings(plan_stack("local"))
-    settings["tenants"]["initech"]["max_prompt_tokens"] = 50
+    settings = local_settings()
+    initech = dataclasses.replace(settings.tenants["initech"], max_prompt_tokens=50)
     # The local stack pauses spot after the others' requests; these tests count
     # slots side by side, so the pause is off except where a test turns it on.
-    settings["admission"]["spot_pause_after_others_seconds"] = 0
+    settings = dataclasses.replace(settings, tenants={**settings.tenants, "initech": initech},
+                                   admission=dataclasses.replace(settings.admission, spot_pause_after_others_seconds=0))
     client = aioredis.from_url(redis_url)
-    metrics = tp.EngineMetrics(settings)
+    metrics = engine_metrics.EngineMetrics(settings)
     metrics.cache_seconds = 3600  # the engines' load is seeded below, not scraped
-    for engine in settings["engines"]:
-        metrics._states[engine] = tp.EngineState(0, 0, 0.0, time.time())
+    for engine in settings.engines:
+        metrics._states[engine] = engine_metrics.EngineState(0, 0, 0.0, time.time())
     return tp.TenantPolicy(settings, redis=client, metrics=metrics)
+
+
+def set_admission(policy, **changes) -> None:
+    """The policy admits with these settings from here on, as if its gateway had restarted with them."""
+    policy.settings = dataclasses.replace(policy.settings,
+                                          admission=dataclasses.replace(policy.settings.admission, **changes))
+
+
+# --- identity and caps ---------------------------------------------------------------------
 
 
 def key(team: str) -> UserAPIKeyAuth:
     return UserAPIKeyAuth(team_alias=team, team_id=f"id-{team}")
-
-
-LOOP = asyncio.new_event_loop()  # one loop: Redis connections belong to the loop that opened them
-
-
-def run(coro):
-    return LOOP.run_until_complete(coro)
 
 
 def test_identity_comes_from_the_key_and_forged_values_are_replaced(policy):
@@ -207,35 +102,6 @@ def test_prompt_cap(policy):
 
 
 # --- admission with a real Redis -----------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    if not shutil.which("redis-server"):
-        pytest.fail("redis-server is missing: run `make test` (it installs Debian's redis-server)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    folder = tmp_path_factory.mktemp("redis")
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--dir", str(folder)], stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
-    yield f"redis://127.0.0.1:{port}/0"
-    server.terminate()
-    server.wait(timeout=10)
-
-
-@pytest.fixture(autouse=True)
-def _empty_redis(request):
-    if "redis_url" in request.fixturenames:
-        import redis
-
-        redis.Redis.from_url(request.getfixturevalue("redis_url")).flushall()
 
 
 def test_concurrency_is_capped_across_replicas_and_released_when_done(policy, redis_url):
@@ -289,7 +155,7 @@ def test_a_request_litellm_retries_on_a_fallback_holds_one_claim_and_leaves_none
         await policy.async_pre_call_hook(key("globex"), None, first, "c")
         for fallback in ("micro", "micro"):  # the copies LiteLLM retries (here: the same engine again)
             await policy.async_pre_call_hook(key("globex"), None, {"model": fallback, "prompt": "x"}, "c")
-            tenant_entries = redis.Redis.from_url(redis_url).zcard(tp.tenant_set("globex"))
+            tenant_entries = redis.Redis.from_url(redis_url).zcard(ledger.tenant_set("globex"))
             assert tenant_entries == 1, "each retry must give back what the previous attempt took"
         await policy.async_post_call_failure_hook(first, RuntimeError("rate limited"), key("globex"))
 
@@ -319,7 +185,7 @@ def test_at_its_limit_a_tenant_waits_briefly_for_a_slot(policy):
 
 
 def test_without_a_wait_the_limit_refuses_at_once(policy):
-    policy.settings["admission"]["wait_at_concurrency_limit_seconds"] = 0
+    set_admission(policy, wait_at_concurrency_limit_seconds=0)
     admitted = _admit_globex_to_its_limit(policy)
     with pytest.raises(ProxyException) as refused:
         _release_soon_and_ask(policy, admitted)
@@ -329,7 +195,7 @@ def test_without_a_wait_the_limit_refuses_at_once(policy):
 
 def test_a_flood_beyond_the_limit_is_refused_at_once_beyond_one_waiter_per_slot(policy):
     _admit_globex_to_its_limit(policy)  # globex: limit 3, all taken
-    policy.settings["admission"]["wait_at_concurrency_limit_seconds"] = 600  # the waiters wait until cancelled
+    set_admission(policy, wait_at_concurrency_limit_seconds=600)  # the waiters wait until cancelled
 
     async def flood():
         asks = [asyncio.ensure_future(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"},
@@ -347,20 +213,6 @@ def test_a_flood_beyond_the_limit_is_refused_at_once_beyond_one_waiter_per_slot(
         assert policy._waiting_at_limit["globex"] == 0
 
     run(flood())
-
-
-def test_a_claim_checks_and_takes_in_one_step(policy, redis_url):
-    import redis.asyncio as aioredis
-
-    replicas = [tp.Ledger(aioredis.from_url(redis_url)) for _ in range(2)]
-    limits = {tp.tenant_set("globex"): 3, tp.shared_set("micro"): 3}
-    assert run(replicas[0].claim("one", limits)) and run(replicas[1].claim("two", limits))
-
-    async def race():  # both replicas counted 2 of 3; only one may take the last slot
-        return await asyncio.gather(replicas[0].claim("three", limits), replicas[1].claim("four", limits))
-
-    assert sorted(run(race())) == [False, True]
-    assert run(replicas[0].counts(*limits)) == ([3, 3], False)
 
 
 def test_losing_every_race_is_a_429_not_an_overcommit(policy, monkeypatch):
@@ -386,7 +238,7 @@ def test_reserved_slots_stay_free_for_their_owner(policy):
 
 
 def test_a_saturated_engine_sheds_spot_first(policy):
-    policy.metrics._states["tiny"] = tp.EngineState(8, 2, 0.5, time.time())
+    policy.metrics._states["tiny"] = engine_metrics.EngineState(8, 2, 0.5, time.time())
     with pytest.raises(ProxyException) as refused:
         run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert refused.value.code == "429" and "spot traffic paused" in refused.value.message
@@ -399,7 +251,7 @@ def test_a_saturated_engine_sheds_spot_first(policy):
 def test_spot_pauses_after_any_other_tier_arrives_across_replicas(policy, redis_url):
     import redis.asyncio as aioredis
 
-    policy.settings["admission"]["spot_pause_after_others_seconds"] = 0.6
+    set_admission(policy, spot_pause_after_others_seconds=0.6)
     replica = tp.TenantPolicy(policy.settings, redis=aioredis.from_url(redis_url), metrics=policy.metrics)
     spot = {"model": "tiny", "prompt": "x"}
     assert run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "c"))  # nobody else yet
@@ -419,15 +271,14 @@ def test_spot_pauses_after_any_other_tier_arrives_across_replicas(policy, redis_
 def test_a_refused_guaranteed_request_still_pauses_spot(policy, redis_url):
     import redis
 
-    policy.settings["admission"]["spot_pause_after_others_seconds"] = 30
-    policy.settings["admission"]["wait_at_concurrency_limit_seconds"] = 0
+    set_admission(policy, spot_pause_after_others_seconds=30, wait_at_concurrency_limit_seconds=0)
     for _ in range(4):
         run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
     client = redis.Redis.from_url(redis_url)
-    client.delete(tp.others_recent_key("tiny"))
+    client.delete(ledger.others_recent_key("tiny"))
     with pytest.raises(ProxyException):  # acme at its limit: refused, and still marks the engine
         run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
-    assert client.exists(tp.others_recent_key("tiny"))
+    assert client.exists(ledger.others_recent_key("tiny"))
 
 
 def test_failing_metrics_refuse_spot_but_never_guaranteed(policy):
@@ -435,7 +286,8 @@ def test_failing_metrics_refuse_spot_but_never_guaranteed(policy):
 
     policy.metrics._states.clear()
     policy.metrics.cache_seconds = 0
-    policy.settings["engines"]["tiny"]["metrics_urls"] = ["http://127.0.0.1:9/metrics"]  # nothing listens there
+    tiny = dataclasses.replace(policy.settings.engines["tiny"], metrics_urls=("http://127.0.0.1:9/metrics",))
+    policy.metrics.settings = dataclasses.replace(policy.settings, engines={**policy.settings.engines, "tiny": tiny})
     policy.metrics.client = httpx.AsyncClient(timeout=0.2)
     with pytest.raises(ProxyException) as refused:
         run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
@@ -448,7 +300,7 @@ def test_an_engine_idle_for_a_while_is_scraped_again_before_spot_is_judged(polic
     # The last state is older than metrics_max_age_seconds because nobody asked for
     # the engine, not because its metrics failed: spot must not be refused as "load unknown".
     policy.metrics.cache_seconds = 1
-    policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 60)
+    policy.metrics._states["tiny"] = engine_metrics.EngineState(0, 0, 0.0, time.time() - 60)
     scrapes = []
 
     async def fetch(engine):
@@ -462,7 +314,7 @@ def test_an_engine_idle_for_a_while_is_scraped_again_before_spot_is_judged(polic
 
 def test_spot_is_judged_on_the_engines_load_now_best_effort_on_a_recent_one(policy):
     policy.metrics.cache_seconds = 1
-    policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 3)  # idle a moment ago
+    policy.metrics._states["tiny"] = engine_metrics.EngineState(0, 0, 0.0, time.time() - 3)  # idle a moment ago
 
     async def busy_now(engine):
         return 8.0, 6.0, 0.5
@@ -470,7 +322,7 @@ def test_spot_is_judged_on_the_engines_load_now_best_effort_on_a_recent_one(poli
     policy.metrics._fetch = busy_now
     assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
     run(policy.metrics._refreshes["tiny"])  # the refresh globex's request started in the background
-    policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 3)
+    policy.metrics._states["tiny"] = engine_metrics.EngineState(0, 0, 0.0, time.time() - 3)
     with pytest.raises(ProxyException) as refused:
         run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert refused.value.headers[tp.SHED_HEADER] == "saturated"
@@ -480,7 +332,7 @@ def test_spot_is_refused_as_unknown_when_the_scrape_it_waited_for_fails(policy):
     import httpx
 
     policy.metrics.cache_seconds = 1
-    policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 3)  # idle a moment ago
+    policy.metrics._states["tiny"] = engine_metrics.EngineState(0, 0, 0.0, time.time() - 3)  # idle a moment ago
 
     async def too_busy_to_answer(engine):
         raise httpx.ReadTimeout("a saturated engine's /metrics")
@@ -493,7 +345,7 @@ def test_spot_is_refused_as_unknown_when_the_scrape_it_waited_for_fails(policy):
 
 def test_a_guaranteed_request_never_waits_for_a_scrape_however_old_the_state(policy):
     policy.metrics.cache_seconds = 1
-    policy.metrics._states["tiny"] = tp.EngineState(0, 0, 0.0, time.time() - 60)
+    policy.metrics._states["tiny"] = engine_metrics.EngineState(0, 0, 0.0, time.time() - 60)
     answer = asyncio.Event()
 
     async def unanswered(engine):  # a busy engine's /metrics, answering only when the test says so
@@ -512,71 +364,14 @@ def test_a_guaranteed_request_never_waits_for_a_scrape_however_old_the_state(pol
 def test_a_lost_redis_fails_safe_per_tier():
     import redis.asyncio as aioredis
 
-    settings = tenant_policy_settings(plan_stack("local"))
+    settings = local_settings()
     gone = tp.TenantPolicy(settings, redis=aioredis.Redis(host="127.0.0.1", port=9, socket_timeout=0.2),
-                           metrics=tp.EngineMetrics(settings))
+                           metrics=engine_metrics.EngineMetrics(settings))
     assert run(gone.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
     with pytest.raises(ProxyException) as refused:
         run(gone.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert refused.value.code == "429" and "admission state unavailable" in refused.value.message
     assert refused.value.headers[tp.SHED_HEADER] == "redis"
-
-
-def test_a_request_never_waits_for_a_slow_scrape_once_a_state_is_known():
-    settings = tenant_policy_settings(plan_stack("local"))
-    metrics = tp.EngineMetrics(settings)
-    answer = asyncio.Event()
-    scrapes = []
-
-    async def slow_fetch(engine):  # a busy engine's /metrics, answering when the test says so
-        scrapes.append(engine)
-        await answer.wait()
-        return 7.0, 3.0, 0.5
-
-    metrics._fetch = slow_fetch
-
-    async def scenario():
-        first = asyncio.ensure_future(metrics.state("tiny"))
-        await asyncio.sleep(0)
-        assert not first.done()  # nothing known yet: the first request waits for the first scrape
-        answer.set()
-        assert (await first).waiting == 3.0
-        answer.clear()
-        metrics._states["tiny"] = tp.EngineState(1.0, 0.0, 0.1, time.time() - 5)  # expired
-        # Returns the last known state at once (a hang here would be the bug), and starts one refresh.
-        stale = await asyncio.wait_for(metrics.state("tiny"), timeout=30)
-        again = await asyncio.wait_for(metrics.state("tiny"), timeout=30)
-        assert stale.running == again.running == 1.0 and scrapes == ["tiny", "tiny"]
-        answer.set()
-        await metrics._refreshes["tiny"]
-        assert (await metrics.state("tiny")).running == 7.0
-
-    run(scenario())
-
-
-def test_the_plugin_file_is_self_contained():
-    import re
-
-    source = Path(tp.__file__).read_text()
-    imports = {m.group(1).split(".")[0] for line in source.splitlines()
-               if (m := re.match(r"^from ([\w.]+) import |^import ([\w.]+)", line)) and m.group(1)}
-    imports |= {m.group(1).split(".")[0] for line in source.splitlines() if (m := re.match(r"^import ([\w.]+)", line))}
-    assert imports <= {"asyncio", "json", "logging", "os", "re", "time", "uuid", "weakref", "dataclasses", "typing", "math",
-                       "httpx", "litellm", "prometheus_client", "redis"}, imports  # all in the LiteLLM image
-
-
-def test_the_plugin_loads_the_way_litellm_loads_it(tmp_path, monkeypatch):
-    """By file path, without a sys.modules entry (LiteLLM's get_instance_fn)."""
-    import importlib.util
-    import json as json_module
-
-    settings = tmp_path / "policy.json"
-    settings.write_text(json_module.dumps(tenant_policy_settings(plan_stack("local"))))
-    monkeypatch.setenv("TENANTRY_POLICY_FILE", str(settings))
-    spec = importlib.util.spec_from_file_location("tenant_policy", tp.__file__)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.proxy_handler_instance.settings["tenants"]["acme"]["priority"] == 0
 
 
 def test_the_smoke_check_reads_the_header_the_plugin_sends():

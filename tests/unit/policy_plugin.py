@@ -1,0 +1,62 @@
+"""What the tenant-policy plugin's tests share: its modules, reached by the
+names the plugin itself imports them by (docs/decisions.md: The plugin's
+modules load as neighbours), the plugin's settings for the local stack, one
+event loop and a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tenantry.configs.litellm import tenant_policy_settings
+from tenantry.gateway import tenant_policy as plugin  # before its neighbours: it puts its folder on sys.path
+from tenantry.stacks import plan_stack
+
+import tenant_policy_decision as decision  # found through the folder the plugin added to sys.path
+import tenant_policy_engine_metrics as engine_metrics
+import tenant_policy_ledger as ledger
+import tenant_policy_settings as settings
+
+__all__ = ["decision", "engine_metrics", "ledger", "local_settings", "plugin", "redis_server", "run", "settings"]
+
+LOOP = asyncio.new_event_loop()  # one loop: Redis connections belong to the loop that opened them
+
+
+def run(coro):  # noqa: ANN001, ANN201
+    return LOOP.run_until_complete(coro)
+
+
+def local_settings() -> settings.PolicySettings:
+    """The settings the local stack's gateway reads, typed as the plugin reads them."""
+    return settings.parse_settings(tenant_policy_settings(plan_stack("local")))
+
+
+@contextmanager
+def redis_server(folder: Path) -> Iterator[str]:
+    """A Redis of its own on a free port; its URL."""
+    if not shutil.which("redis-server"):
+        pytest.fail("redis-server is missing: run `make test` (it installs Debian's redis-server)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", str(folder)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

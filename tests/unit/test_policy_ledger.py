@@ -1,0 +1,56 @@
+"""Requests in flight as the tenant-policy plugin counts them in Redis, shared
+by every gateway replica (a real Redis, started here)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.unit.policy_plugin import ledger, redis_server, run
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    with redis_server(tmp_path) as url:
+        yield url
+
+
+def test_a_claim_checks_and_takes_in_one_step(redis_url):
+    import redis.asyncio as aioredis
+
+    replicas = [ledger.Ledger(aioredis.from_url(redis_url)) for _ in range(2)]
+    limits = {ledger.tenant_set("globex"): 3, ledger.shared_set("micro"): 3}
+    assert run(replicas[0].claim("one", limits)) and run(replicas[1].claim("two", limits))
+
+    async def race():  # both replicas counted 2 of 3; only one may take the last slot
+        return await asyncio.gather(replicas[0].claim("three", limits), replicas[1].claim("four", limits))
+
+    assert sorted(run(race())) == [False, True]
+    assert run(replicas[0].counts(*limits)) == ([3, 3], False)
+
+
+def test_a_removed_request_frees_its_slots_and_an_expired_one_frees_them_on_its_own(redis_url):
+    import redis
+    import redis.asyncio as aioredis
+
+    replica = ledger.Ledger(aioredis.from_url(redis_url))
+    limits = {ledger.tenant_set("globex"): 1, ledger.shared_set("micro"): 2}
+    assert run(replica.claim("one", limits))
+    assert not run(replica.claim("two", limits))  # globex's one slot is taken
+    run(replica.remove("one", *limits))
+    assert run(replica.claim("two", limits))
+    redis.Redis.from_url(redis_url).zadd(ledger.tenant_set("globex"), {"two": 1})  # as if it had expired long ago
+    assert run(replica.counts(*limits)) == ([0, 1], False)
+
+
+def test_the_others_mark_lives_as_long_as_the_pause(redis_url):
+    import redis.asyncio as aioredis
+
+    replica = ledger.Ledger(aioredis.from_url(redis_url))
+    key = ledger.others_recent_key("tiny")
+    assert run(replica.counts(others_key=key)) == ([], False)
+    run(replica.counts(others_mark=(key, 0.2)))
+    assert run(replica.counts(others_key=key)) == ([], True)
+    run(asyncio.sleep(0.3))
+    assert run(replica.counts(others_key=key)) == ([], False)
