@@ -57,3 +57,25 @@ def test_generated_things_are_ignored():
     ignored = (ROOT / ".gitignore").read_text().splitlines()
     for path in (".venv/", ".local/", "__pycache__/", ".hypothesis/", "rendered/"):
         assert path in ignored
+
+
+def test_the_spec_reference_has_a_section_for_every_model_a_stack_file_can_hold():
+    import typing
+
+    from pydantic import BaseModel
+
+    from tenantry.spec import schema
+
+    def models_in(annotation) -> set[type[BaseModel]]:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return {annotation}
+        return {m for arg in typing.get_args(annotation) for m in models_in(arg)}
+
+    reachable, todo = set(), [schema.Spec]
+    while todo:
+        current = todo.pop()
+        if current not in reachable:
+            reachable.add(current)
+            todo += [m for field in current.model_fields.values() for m in models_in(field.annotation)]
+    listed = {model for _, model in docs.SECTIONS}
+    assert reachable - listed == set(), "add them to tenantry/docs.py's SECTIONS, then `make docs`"
