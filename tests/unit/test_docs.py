@@ -137,3 +137,11 @@ def test_the_on_call_page_explains_every_refusal_the_plugin_gives():
     on_call = (DOCS / "on-call.md").read_text(encoding="utf-8")
     assert [r for r in sorted(reasons) if f"`{r}`" not in on_call] == []
     assert "X-Tenantry-Shed" in on_call
+
+
+def test_the_on_call_page_lists_every_metric_the_plugin_exports():
+    names = {name for path in (ROOT / "tenantry" / "gateway").glob("tenant_policy*.py")
+             for name in re.findall(r'"(tenantry_gateway_[a-z_]+)"', path.read_text(encoding="utf-8"))}
+    assert len(names) >= 4, f"the plugin's metrics are no longer where this test reads them: found {sorted(names)}"
+    on_call = (DOCS / "on-call.md").read_text(encoding="utf-8")
+    assert [n for n in sorted(names) if f"`{n}`" not in on_call] == []
