@@ -172,7 +172,8 @@ class TenantPolicy(CustomLogger):
     def _identity(self, name: str, tenant: TenantSettings, data: dict) -> None:
         priority = tenant.priority
         extra_body = dict(data.get("extra_body") or {})
-        for field, sent in (("priority", data.pop("priority", None)), ("extra_body.priority", extra_body.get("priority"))):
+        for field, sent in (("priority", data.pop("priority", None)),
+                            ("extra_body.priority", extra_body.get("priority"))):
             if sent is not None and sent != priority:
                 self._overridden(name, field, sent, priority)
         headers = dict(data.get("extra_headers") or {})
@@ -186,7 +187,8 @@ class TenantPolicy(CustomLogger):
         extra_body["priority"] = priority
         headers[VLLM_PRIORITY_HEADER] = str(priority)
         salt = tenant.cache_salt
-        for field, sent in (("cache_salt", data.get("cache_salt")), ("extra_body.cache_salt", extra_body.pop("cache_salt", None))):
+        for field, sent in (("cache_salt", data.get("cache_salt")),
+                            ("extra_body.cache_salt", extra_body.pop("cache_salt", None))):
             if sent is not None and sent != salt:
                 self._overridden(name, field, sent, salt)
         if salt:

@@ -52,8 +52,8 @@ def decide(
     if tier == "guaranteed" and reserved_in_flight < reserved_slots:
         return Decision(True, "reserved", slot="reserved")  # the Plan's reserved slots: never blocked
     if shared_in_flight >= shared_slots:
-        return Decision(False, "shared-slots", message=f"engine {engine}: all {shared_slots} unreserved slots are busy; "
-                        f"{tier} traffic waits", retry_after=RETRY_AFTER["shared-slots"])
+        return Decision(False, "shared-slots", message=f"engine {engine}: all {shared_slots} unreserved slots are "
+                        f"busy; {tier} traffic waits", retry_after=RETRY_AFTER["shared-slots"])
     fresh = state is not None and state.fresh(admission.metrics_max_age_seconds, now)
     if tier == "spot":
         return _decide_spot(engine, state if fresh else None, admission, replicas, others_recent)

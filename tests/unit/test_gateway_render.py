@@ -54,6 +54,9 @@ def test_policy_settings_carry_tiers_salts_and_reservations():
     assert settings["engines"]["tiny"]["reserved"] == {"acme": 4}
     assert settings["admission"]["shed_spot_at_waiting"] == 1
     assert settings["admission"]["wait_at_concurrency_limit_seconds"] == 0.25
+    # Every key is written, so the plugin needs no default of its own.
+    assert settings["metrics"] == {"cache_seconds": 1.0, "timeout_seconds": 1.0, "prometheus_url": None}
+    assert tenant_policy_settings(plan, prometheus_url="http://p:9090")["metrics"]["prometheus_url"] == "http://p:9090"
 
 
 def test_cpu_engines_get_cpu_arguments_and_a_kv_cache_size():

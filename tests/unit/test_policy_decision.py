@@ -37,7 +37,8 @@ def test_a_tenant_at_its_concurrency_limit_is_refused_whatever_its_tier(tier):
     assert "limit is 4" in decision.message
 
 
-@pytest.mark.parametrize("state", [IDLE, saturated(waiting=99, kv=0.99), STALE, None], ids=["idle", "saturated", "stale", "none"])
+@pytest.mark.parametrize("state", [IDLE, saturated(waiting=99, kv=0.99), STALE, None],
+                         ids=["idle", "saturated", "stale", "none"])
 def test_guaranteed_within_its_reservation_is_always_admitted(state):
     decision = decide("guaranteed", state=state, reserved_slots=2, reserved_in_flight=1, shared_in_flight=4)
     assert (decision.admit, decision.slot) == (True, "reserved")

@@ -68,7 +68,8 @@ def test_on_kubernetes_the_load_comes_from_prometheus_summed_over_replicas():
         value = {"sum": "5", "max": "0.5"}[query.split("(")[0]]
         return httpx.Response(200, json={"data": {"result": [{"value": [0, value]}]}})
 
-    metrics = engine_metrics.EngineMetrics(settings, client=httpx.AsyncClient(transport=httpx.MockTransport(prometheus)))
+    client = httpx.AsyncClient(transport=httpx.MockTransport(prometheus))
+    metrics = engine_metrics.EngineMetrics(settings, client=client)
     state = run(metrics.state("tiny"))
     assert (state.running, state.waiting, state.kv_usage) == (5.0, 5.0, 0.5)
     assert queries == ['sum(vllm:num_requests_running{model_name="tiny"})',

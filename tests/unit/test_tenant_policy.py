@@ -74,7 +74,8 @@ def test_identity_comes_from_the_key_and_forged_values_are_replaced(policy):
 
 
 def test_own_salt_and_guaranteed_priority(policy):
-    out = run(policy.async_pre_call_hook(key("acme"), None, {"model": "acme-support", "prompt": "hi"}, "text_completion"))
+    out = run(policy.async_pre_call_hook(key("acme"), None, {"model": "acme-support", "prompt": "hi"},
+                                         "text_completion"))
     assert out["cache_salt"] == "tenant-acme" and out["extra_body"]["priority"] == 0
     assert out["metadata"]["tenantry_slots"][1].endswith(":reserved:acme")
 
