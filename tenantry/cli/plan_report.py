@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -9,6 +11,7 @@ from rich.text import Text
 from tenantry.findings import Finding
 from tenantry.plan import Plan
 from tenantry.plan.model import EnginePlan
+from tenantry.plan.tokens import OVERCOMMIT_WARNING
 from tenantry.units import count, human_bytes
 
 
@@ -50,7 +53,18 @@ def print_plan(plan: Plan, console: Console) -> None:
     )
     if plan.description:
         console.print(Text(plan.description, style="dim"))
+    console.print(_pools(plan))
+    engines = _table("Engines (memory per GPU or MIG slice)", "", *(e.name for e in plan.engines),
+                     right=tuple(e.name for e in plan.engines))
+    for label, show in _ENGINE_ROWS:
+        engines.add_row(label, *(show(e) for e in plan.engines))
+    console.print(engines)
+    console.print(_tenants(plan))
+    console.print(_tenant_slos(plan))
+    print_verdict(plan, console)
 
+
+def _pools(plan: Plan) -> Table:
     pools = _table("Node pools", "pool", "GPU", "nodes × GPUs", "used", "per GPU", "$/GPU-h", right=("used", "$/GPU-h"))
     for p in plan.pools:
         if p.mig_layout:
@@ -59,54 +73,54 @@ def print_plan(plan: Plan, console: Console) -> None:
             layout = "one engine process each" if p.gpu == "CPU" else "whole GPUs"
         pools.add_row(p.name, p.gpu, f"{p.nodes} × {p.gpus_per_node}", f"{p.gpus_used}/{p.gpus}", layout,
                       f"{p.gpu_hour_price_usd:.2f}")
-    console.print(pools)
+    return pools
 
-    engines = _table("Engines (memory per GPU or MIG slice)", "", *(e.name for e in plan.engines),
-                     right=tuple(e.name for e in plan.engines))
-    rows: list[tuple[str, list[str | Text]]] = [
-        ("model", [f"{e.model} {e.weights}" for e in plan.engines]),
-        ("placement × replicas", [f"{_placement(e)} × {e.replicas}" for e in plan.engines]),
-        ("device memory", [human_bytes(e.memory.device_bytes) for e in plan.engines]),
-        ("weights", [human_bytes(e.memory.weight_bytes) for e in plan.engines]),
-        ("runtime reserve", [human_bytes(e.memory.reserve_bytes) for e in plan.engines]),
-        ("LoRA slots", [human_bytes(e.memory.lora_bytes) for e in plan.engines]),
-        ("KV cache", [human_bytes(e.memory.kv_bytes) for e in plan.engines]),
-        ("KV bytes per token", [f"{e.kv.bytes_per_token:,}" for e in plan.engines]),
-        ("KV tokens per replica", [f"{e.kv.tokens_per_replica:,}" for e in plan.engines]),
-        ("sequences @ max context", [f"{e.kv.sequences_at_max_context:,} @ {_ctx(e.kv.max_context)}" for e in plan.engines]),
-        ("sequences @ typical", [f"{e.kv.sequences_at_typical_context:,} @ {_ctx(e.kv.typical_context)}" for e in plan.engines]),
-        ("max_num_seqs", [str(e.kv.max_num_seqs) for e in plan.engines]),
-        ("slots reserved / shared", [f"{e.slots.reserved_total} / {e.slots.shared} of {e.slots.capacity}" for e in plan.engines]),
-        ("best-effort / spot demand", [f"{e.slots.best_effort_demand} / {e.slots.spot_demand}" for e in plan.engines]),
-        ("LoRA max_loras / rank / cpu", [
-            f"{e.lora.max_loras} / {e.lora.max_lora_rank} / {e.lora.max_cpu_loras} ({len(e.lora.adapters)} adapters)"
-            if e.lora.enabled else "—" for e in plan.engines
-        ]),
-        ("prefill / decode tok/s", [
-            f"{e.tokens.prefill_tokens_per_second:,.0f} / {e.tokens.decode_tokens_per_second:,.0f}"
-            + (" (measured)" if e.tokens.throughput_source == "spec" else "") for e in plan.engines
-        ]),
-        ("TPM demand / sustainable", [f"{_k(e.tokens.demand_tpm)} / {_k(e.tokens.sustainable_tpm)}" for e in plan.engines]),
-        ("overcommit", [
-            Text(f"{e.tokens.overcommit_ratio:.2f}×", style="red" if e.tokens.overcommit_ratio > 1.2 else "green")
-            for e in plan.engines
-        ]),
-        ("$ per 1K in / out", [
-            f"{_price(e.tokens.usd_per_1k_input_tokens)} / {_price(e.tokens.usd_per_1k_output_tokens)}" for e in plan.engines
-        ]),
-        ("GPU cost per hour", [f"${e.tokens.usd_per_hour:,.2f}" for e in plan.engines]),
-    ]
-    for label, values in rows:
-        engines.add_row(label, *values)
-    console.print(engines)
 
+def _lora(e: EnginePlan) -> str:
+    if not e.lora.enabled:
+        return "—"
+    return f"{e.lora.max_loras} / {e.lora.max_lora_rank} / {e.lora.max_cpu_loras} ({len(e.lora.adapters)} adapters)"
+
+
+_ENGINE_ROWS: tuple[tuple[str, Callable[[EnginePlan], str | Text]], ...] = (
+    ("model", lambda e: f"{e.model} {e.weights}"),
+    ("placement × replicas", lambda e: f"{_placement(e)} × {e.replicas}"),
+    ("device memory", lambda e: human_bytes(e.memory.device_bytes)),
+    ("weights", lambda e: human_bytes(e.memory.weight_bytes)),
+    ("runtime reserve", lambda e: human_bytes(e.memory.reserve_bytes)),
+    ("LoRA slots", lambda e: human_bytes(e.memory.lora_bytes)),
+    ("KV cache", lambda e: human_bytes(e.memory.kv_bytes)),
+    ("KV bytes per token", lambda e: f"{e.kv.bytes_per_token:,}"),
+    ("KV tokens per replica", lambda e: f"{e.kv.tokens_per_replica:,}"),
+    ("sequences @ max context", lambda e: f"{e.kv.sequences_at_max_context:,} @ {_ctx(e.kv.max_context)}"),
+    ("sequences @ typical", lambda e: f"{e.kv.sequences_at_typical_context:,} @ {_ctx(e.kv.typical_context)}"),
+    ("max_num_seqs", lambda e: str(e.kv.max_num_seqs)),
+    ("slots reserved / shared", lambda e: f"{e.slots.reserved_total} / {e.slots.shared} of {e.slots.capacity}"),
+    ("best-effort / spot demand", lambda e: f"{e.slots.best_effort_demand} / {e.slots.spot_demand}"),
+    ("LoRA max_loras / rank / cpu", _lora),
+    ("prefill / decode tok/s", lambda e: (
+        f"{e.tokens.prefill_tokens_per_second:,.0f} / {e.tokens.decode_tokens_per_second:,.0f}"
+        + (" (measured)" if e.tokens.throughput_source == "spec" else ""))),
+    ("TPM demand / sustainable", lambda e: f"{_k(e.tokens.demand_tpm)} / {_k(e.tokens.sustainable_tpm)}"),
+    ("overcommit", lambda e: Text(
+        f"{e.tokens.overcommit_ratio:.2f}×", style="red" if e.tokens.overcommit_ratio > OVERCOMMIT_WARNING else "green")),
+    ("$ per 1K in / out", lambda e: (
+        f"{_price(e.tokens.usd_per_1k_input_tokens)} / {_price(e.tokens.usd_per_1k_output_tokens)}")),
+    ("GPU cost per hour", lambda e: f"${e.tokens.usd_per_hour:,.2f}"),
+)
+"""The engines table's rows, top to bottom: a label and what each engine shows there."""
+
+
+def _tenants(plan: Plan) -> Table:
     tenants = _table("Tenants", "tenant", "tier (priority)", "TPM", "RPM", "concurrency", "reserved", "budget",
                      "cache salt", right=("TPM", "RPM", "concurrency", "reserved"))
     for t in plan.tenants:
         tenants.add_row(t.name, f"{t.tier} ({t.priority})", _k(t.tpm), f"{t.rpm:,}", str(t.max_concurrency),
                         str(t.reserved_slots), f"${t.budget_usd:,.0f} / {t.budget_window}", t.cache_salt or "none")
-    console.print(tenants)
+    return tenants
 
+
+def _tenant_slos(plan: Plan) -> Table:
     slos = _table("Tenant SLOs and traffic", "tenant", "TTFT p95", "ITL p95", "errors", "typical in / out", "traffic",
                   right=("TTFT p95", "ITL p95", "errors"))
     for t in plan.tenants:
@@ -115,8 +129,7 @@ def print_plan(plan: Plan, console: Console) -> None:
             traffic += f" (+{len(t.traffic) - 3} more)"
         slos.add_row(t.name, f"{t.ttft_p95_ms:,.0f} ms", f"{t.itl_p95_ms:,.0f} ms", f"{t.max_error_rate:.1%}",
                      f"{t.typical_prompt_tokens:,} / {t.typical_output_tokens:,}", traffic)
-    console.print(slos)
-    print_verdict(plan, console)
+    return slos
 
 
 def _findings(findings: tuple[Finding, ...], style: str, mark: str, console: Console) -> None:
