@@ -1,14 +1,9 @@
 """The LiteLLM gateway: config rendered from the Plan, the tenant-policy
-plugin, secrets from Pulumi, at least two replicas behind a Service with a
-PodDisruptionBudget and an autoscaler, and the tenant reconciler.
-
-The reconciler is a Job, not a dynamic provider: it must reach LiteLLM's
-admin API, which only the cluster can (the machine running `pulumi up`
-usually cannot), and a Job is awaited by `pulumi up`, so a failed
-reconciliation fails the update. Its name carries a digest of the desired
-teams, so every `pulumi up` that changes a tenant runs it again; a CronJob
-runs the same reconciliation every 15 minutes to undo changes made by hand.
-"""
+plugin, secrets from Pulumi, replicas behind a Service with a
+PodDisruptionBudget and an autoscaler, and the tenant reconciler: a Job named
+by a digest of the desired teams, so that `pulumi up` reruns and awaits it
+whenever a tenant changes, and a CronJob that undoes changes made by hand
+(docs/decisions.md: The tenant reconciler is a Job)."""
 
 from __future__ import annotations
 
@@ -16,6 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -45,6 +41,7 @@ RECONCILER_SELECTOR = {"app.kubernetes.io/name": "tenantry-reconciler"}
 MASTER_KEY_SECRET = "tenantry-gateway-master-key"
 ENV_SECRET = "tenantry-gateway-env"
 KEYS_SECRET = "tenantry-tenant-keys"
+RECONCILER_CONFIGMAP = "tenantry-reconciler"
 GATEWAY_PRIORITY_CLASS = "tenantry-gateway"
 LITELLM_USER = 10001
 
@@ -68,124 +65,81 @@ class Gateway(pulumi.ComponentResource):
     def __init__(self, name: str, args: GatewayArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tenantry:gateway:Gateway", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        plan, ns = args.plan, args.namespace
+        ns = args.namespace
         pod_labels = {**labels("gateway"), **SELECTOR}
-
-        master = random.RandomPassword(f"{name}-master-key", length=48, special=False, opts=child)
-        master_key = pulumi.Output.secret(master.result.apply(lambda r: f"sk-{r}"))
-        k8s.core.v1.Secret(
-            f"{name}-master-key-secret",
-            metadata={"name": MASTER_KEY_SECRET, "namespace": ns, "labels": pod_labels},
-            string_data={"master-key": master_key},
-            opts=child,
-        )
-        k8s.core.v1.Secret(
-            f"{name}-env",
-            metadata={"name": ENV_SECRET, "namespace": ns, "labels": pod_labels},
-            string_data={"LITELLM_MASTER_KEY": master_key, "DATABASE_URL": args.database_url,
-                         "REDIS_PASSWORD": args.redis_password},
-            opts=child,
-        )
-
-        def api_base(engine: EnginePlan) -> str:
-            return args.engine_urls[engine.name]
-
-        config = {
-            "config.yaml": yaml.safe_dump(litellm_config(plan, api_base), sort_keys=False),
-            "tenant-policy.json": json.dumps(tenant_policy_settings(plan, prometheus_url=args.prometheus_url),
-                                             indent=2, sort_keys=True),
-            "tenant_policy.py": (GATEWAY_DIR / "tenant_policy.py").read_text(encoding="utf-8"),
-        }
-        config_digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+        self._secrets(name, args, pod_labels)
+        config = _config_files(args)
         k8s.core.v1.ConfigMap(
             f"{name}-config", metadata={"name": NAME, "namespace": ns, "labels": pod_labels}, data=config, opts=child
         )
-
-        env = [
-            {"name": "LITELLM_LOCAL_MODEL_COST_MAP", "value": "True"},  # no cost-map download at boot
-            {"name": "TENANTRY_POLICY_FILE", "value": f"{CONFIG_DIR}/tenant-policy.json"},
-            {"name": "REDIS_HOST", "value": args.redis_host},
-            {"name": "REDIS_PORT", "value": str(args.redis_port)},
-            {"name": "HOME", "value": "/tmp"},
-        ]
-        probe = {"periodSeconds": 10, "timeoutSeconds": 5}
+        config_digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata={"name": NAME, "namespace": ns, "labels": pod_labels},
-            spec={
-                "replicas": plan.gateway.replicas,
-                "selector": {"matchLabels": SELECTOR},
-                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                "template": {
-                    "metadata": {"labels": pod_labels, "annotations": {"tenantry.io/config-digest": config_digest}},
-                    "spec": {
-                        "priorityClassName": GATEWAY_PRIORITY_CLASS,
-                        "automountServiceAccountToken": False,
-                        "securityContext": pod_security(LITELLM_USER),
-                        "affinity": spread_across_nodes(SELECTOR),
-                        "containers": [{
-                            "name": "litellm",
-                            **pinned_image(args.image),
-                            "args": ["--config", f"{CONFIG_DIR}/config.yaml", "--port", str(PORT)],
-                            "ports": [{"name": "http", "containerPort": PORT}],
-                            "env": env,
-                            "envFrom": [{"secretRef": {"name": ENV_SECRET}}],
-                            "resources": resources(1.0, 2 * 2**30),
-                            "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-                                             {"name": "tmp", "mountPath": "/tmp"}],
-                            "startupProbe": {**probe, "httpGet": {"path": "/health/liveliness", "port": "http"},
-                                             "failureThreshold": 30},
-                            "readinessProbe": {**probe, "httpGet": {"path": "/health/readiness", "port": "http"},
-                                               "failureThreshold": 3},
-                            "livenessProbe": {**probe, "httpGet": {"path": "/health/liveliness", "port": "http"},
-                                              "failureThreshold": 6},
-                            # LiteLLM writes its Prisma client and caches at start.
-                            "securityContext": restricted_container(read_only_root=False, user=LITELLM_USER),
-                        }],
-                        "volumes": [{"name": "config", "configMap": {"name": NAME}},
-                                    {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
-                    },
-                },
-            },
+            spec=_deployment_spec(args, pod_labels, config_digest),
             opts=child,
         )
-        k8s.policy.v1.PodDisruptionBudget(
-            f"{name}-pdb",
-            metadata={"name": NAME, "namespace": ns, "labels": pod_labels},
-            spec={"minAvailable": max(1, plan.gateway.replicas - 1), "selector": {"matchLabels": SELECTOR}},
-            opts=child,
-        )
-        k8s.autoscaling.v2.HorizontalPodAutoscaler(
-            f"{name}-hpa",
-            metadata={"name": NAME, "namespace": ns, "labels": pod_labels},
-            spec={
-                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": NAME},
-                "minReplicas": plan.gateway.replicas,
-                "maxReplicas": plan.gateway.max_replicas,
-                # A LiteLLM worker is CPU-bound (about 40-55 requests/s per core here).
-                "metrics": [{"type": "Resource", "resource": {"name": "cpu",
-                                                              "target": {"type": "Utilization", "averageUtilization": 70}}}],
-            },
-            opts=child,
-        )
+        self._disruption_budget_and_autoscaler(name, args, pod_labels)
         cluster_service(f"{name}-service", NAME, ns, pod_labels, SELECTOR, "http", PORT, child)
         # LiteLLM serves Prometheus metrics at /metrics/ behind the master key.
         service_monitor(f"{name}-monitor", NAME, ns, SELECTOR, port="http", path="/metrics/", opts=child,
                         bearer_secret=(MASTER_KEY_SECRET, "master-key"))
         self.url = f"http://{NAME}.{ns}.svc:{PORT}"
-        self._reconciler(name, plan, ns, args)
+        self._reconciler(name, args)
         self.register_outputs({"url": self.url})
 
-    def _reconciler(self, name: str, plan: Plan, ns: str, args: GatewayArgs) -> None:
+    def _secrets(self, name: str, args: GatewayArgs, pod_labels: dict[str, str]) -> None:
+        """A generated master key (its own Secret, read by the reconciler and
+        Prometheus) and LiteLLM's environment: the key, the database, Redis."""
         child = pulumi.ResourceOptions(parent=self)
-        teams = desired_teams(plan)
-        files = {
-            "reconciler.py": (GATEWAY_DIR / "reconciler.py").read_text(encoding="utf-8"),
-            "teams.json": json.dumps(teams, indent=2, sort_keys=True),
-        }
+        master = random.RandomPassword(f"{name}-master-key", length=48, special=False, opts=child)
+        master_key = pulumi.Output.secret(master.result.apply(lambda r: f"sk-{r}"))
+        k8s.core.v1.Secret(
+            f"{name}-master-key-secret",
+            metadata={"name": MASTER_KEY_SECRET, "namespace": args.namespace, "labels": pod_labels},
+            string_data={"master-key": master_key},
+            opts=child,
+        )
+        k8s.core.v1.Secret(
+            f"{name}-env",
+            metadata={"name": ENV_SECRET, "namespace": args.namespace, "labels": pod_labels},
+            string_data={"LITELLM_MASTER_KEY": master_key, "DATABASE_URL": args.database_url,
+                         "REDIS_PASSWORD": args.redis_password},
+            opts=child,
+        )
+
+    def _disruption_budget_and_autoscaler(self, name: str, args: GatewayArgs, pod_labels: dict[str, str]) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        replicas = args.plan.gateway.replicas
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb",
+            metadata={"name": NAME, "namespace": args.namespace, "labels": pod_labels},
+            spec={"minAvailable": max(1, replicas - 1), "selector": {"matchLabels": SELECTOR}},
+            opts=child,
+        )
+        k8s.autoscaling.v2.HorizontalPodAutoscaler(
+            f"{name}-hpa",
+            metadata={"name": NAME, "namespace": args.namespace, "labels": pod_labels},
+            spec={
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": NAME},
+                "minReplicas": replicas,
+                "maxReplicas": args.plan.gateway.max_replicas,
+                # A LiteLLM worker is CPU-bound (docs/decisions.md: The gateway autoscales on CPU).
+                "metrics": [{"type": "Resource", "resource": {
+                    "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}],
+            },
+            opts=child,
+        )
+
+    def _reconciler(self, name: str, args: GatewayArgs) -> None:
+        """The Job that makes LiteLLM's teams and keys what the Plan says, rerun
+        whenever the desired teams change, and a CronJob that undoes drift."""
+        child = pulumi.ResourceOptions(parent=self)
+        ns = args.namespace
+        files = _reconciler_files(args.plan)
         job_labels = {**labels("reconciler"), **RECONCILER_SELECTOR}
         k8s.core.v1.ConfigMap(
-            f"{name}-reconciler", metadata={"name": "tenantry-reconciler", "namespace": ns, "labels": job_labels},
+            f"{name}-reconciler", metadata={"name": RECONCILER_CONFIGMAP, "namespace": ns, "labels": job_labels},
             data=files, opts=child,
         )
         keys_json = pulumi.Output.secret(
@@ -197,33 +151,7 @@ class Gateway(pulumi.ComponentResource):
             string_data={"keys.json": keys_json},
             opts=child,
         )
-        pod = {
-            "metadata": {"labels": job_labels},
-            "spec": {
-                "restartPolicy": "OnFailure",
-                "automountServiceAccountToken": False,
-                "securityContext": pod_security(LITELLM_USER),
-                "containers": [{
-                    "name": "reconcile",
-                    **pinned_image(args.image),
-                    "command": ["python3", "/reconciler/reconciler.py"],
-                    "env": [
-                        {"name": "LITELLM_URL", "value": self.url},
-                        {"name": "LITELLM_MASTER_KEY_FILE", "value": "/master-key/master-key"},
-                        {"name": "TENANTRY_TEAMS", "value": "/reconciler/teams.json"},
-                        {"name": "TENANTRY_KEYS", "value": "/keys/keys.json"},
-                    ],
-                    "resources": resources(0.1, 128 * 2**20),
-                    "volumeMounts": [{"name": "reconciler", "mountPath": "/reconciler", "readOnly": True},
-                                     {"name": "keys", "mountPath": "/keys", "readOnly": True},
-                                     {"name": "master-key", "mountPath": "/master-key", "readOnly": True}],
-                    "securityContext": restricted_container(user=LITELLM_USER),
-                }],
-                "volumes": [{"name": "reconciler", "configMap": {"name": "tenantry-reconciler"}},
-                            {"name": "keys", "secret": {"secretName": KEYS_SECRET}},
-                            {"name": "master-key", "secret": {"secretName": MASTER_KEY_SECRET}}],
-            },
-        }
+        pod = _reconciler_pod(args, self.url, job_labels)
         digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:10]
         k8s.batch.v1.Job(
             f"{name}-reconcile",
@@ -238,3 +166,105 @@ class Gateway(pulumi.ComponentResource):
                   "failedJobsHistoryLimit": 3, "jobTemplate": {"spec": {"backoffLimit": 2, "template": pod}}},
             opts=child,
         )
+
+
+def _config_files(args: GatewayArgs) -> dict[str, str]:
+    """LiteLLM's config, the tenant-policy plugin's settings and the plugin itself, mounted side by side."""
+    plan = args.plan
+
+    def api_base(engine: EnginePlan) -> str:
+        return args.engine_urls[engine.name]
+
+    return {
+        "config.yaml": yaml.safe_dump(litellm_config(plan, api_base), sort_keys=False),
+        "tenant-policy.json": json.dumps(tenant_policy_settings(plan, prometheus_url=args.prometheus_url),
+                                         indent=2, sort_keys=True),
+        "tenant_policy.py": (GATEWAY_DIR / "tenant_policy.py").read_text(encoding="utf-8"),
+    }
+
+
+def _deployment_spec(args: GatewayArgs, pod_labels: dict[str, str], config_digest: str) -> dict[str, Any]:
+    return {
+        "replicas": args.plan.gateway.replicas,
+        "selector": {"matchLabels": SELECTOR},
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+        "template": {
+            # Restart the pods when the config or the plugin changes, not only when the Deployment does.
+            "metadata": {"labels": pod_labels, "annotations": {"tenantry.io/config-digest": config_digest}},
+            "spec": {
+                "priorityClassName": GATEWAY_PRIORITY_CLASS,
+                "automountServiceAccountToken": False,
+                "securityContext": pod_security(LITELLM_USER),
+                "affinity": spread_across_nodes(SELECTOR),
+                "containers": [_litellm_container(args)],
+                "volumes": [{"name": "config", "configMap": {"name": NAME}},
+                            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+            },
+        },
+    }
+
+
+def _litellm_container(args: GatewayArgs) -> dict[str, Any]:
+    env = [
+        {"name": "LITELLM_LOCAL_MODEL_COST_MAP", "value": "True"},  # no cost-map download at boot
+        {"name": "TENANTRY_POLICY_FILE", "value": f"{CONFIG_DIR}/tenant-policy.json"},
+        {"name": "REDIS_HOST", "value": args.redis_host},
+        {"name": "REDIS_PORT", "value": str(args.redis_port)},
+        {"name": "HOME", "value": "/tmp"},
+    ]
+    probe = {"periodSeconds": 10, "timeoutSeconds": 5}
+    return {
+        "name": "litellm",
+        **pinned_image(args.image),
+        "args": ["--config", f"{CONFIG_DIR}/config.yaml", "--port", str(PORT)],
+        "ports": [{"name": "http", "containerPort": PORT}],
+        "env": env,
+        "envFrom": [{"secretRef": {"name": ENV_SECRET}}],
+        "resources": resources(1.0, 2 * 2**30),
+        "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+        "startupProbe": {**probe, "httpGet": {"path": "/health/liveliness", "port": "http"}, "failureThreshold": 30},
+        "readinessProbe": {**probe, "httpGet": {"path": "/health/readiness", "port": "http"}, "failureThreshold": 3},
+        "livenessProbe": {**probe, "httpGet": {"path": "/health/liveliness", "port": "http"}, "failureThreshold": 6},
+        # LiteLLM writes its Prisma client and caches at start.
+        "securityContext": restricted_container(read_only_root=False, user=LITELLM_USER),
+    }
+
+
+def _reconciler_files(plan: Plan) -> dict[str, str]:
+    """The reconciler's script and its desired teams; their digest names the Job."""
+    return {
+        "reconciler.py": (GATEWAY_DIR / "reconciler.py").read_text(encoding="utf-8"),
+        "teams.json": json.dumps(desired_teams(plan), indent=2, sort_keys=True),
+    }
+
+
+def _reconciler_pod(args: GatewayArgs, gateway_url: str, job_labels: dict[str, str]) -> dict[str, Any]:
+    """The reconciler's pod, in the LiteLLM image (the script needs only the standard library)."""
+    return {
+        "metadata": {"labels": job_labels},
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "automountServiceAccountToken": False,
+            "securityContext": pod_security(LITELLM_USER),
+            "containers": [{
+                "name": "reconcile",
+                **pinned_image(args.image),
+                "command": ["python3", "/reconciler/reconciler.py"],
+                "env": [
+                    {"name": "LITELLM_URL", "value": gateway_url},
+                    {"name": "LITELLM_MASTER_KEY_FILE", "value": "/master-key/master-key"},
+                    {"name": "TENANTRY_TEAMS", "value": "/reconciler/teams.json"},
+                    {"name": "TENANTRY_KEYS", "value": "/keys/keys.json"},
+                ],
+                "resources": resources(0.1, 128 * 2**20),
+                "volumeMounts": [{"name": "reconciler", "mountPath": "/reconciler", "readOnly": True},
+                                 {"name": "keys", "mountPath": "/keys", "readOnly": True},
+                                 {"name": "master-key", "mountPath": "/master-key", "readOnly": True}],
+                "securityContext": restricted_container(user=LITELLM_USER),
+            }],
+            "volumes": [{"name": "reconciler", "configMap": {"name": RECONCILER_CONFIGMAP}},
+                        {"name": "keys", "secret": {"secretName": KEYS_SECRET}},
+                        {"name": "master-key", "secret": {"secretName": MASTER_KEY_SECRET}}],
+        },
+    }
