@@ -51,12 +51,16 @@ print(policy.settings.tenants["acme"].priority, [sys.modules[n].__file__ for n i
 """
 
 
-def _load_in_a_fresh_gateway(tmp_path: Path, settings: dict) -> subprocess.CompletedProcess:
+def _load_in_a_fresh_gateway(tmp_path: Path, settings: dict,
+                             stale: str | None = None) -> subprocess.CompletedProcess:
     """The shipped files alone in a folder, loaded by LiteLLM's own loader in a
-    new interpreter whose working directory is elsewhere."""
+    new interpreter whose working directory (first on its sys.path) is
+    elsewhere, holding a `stale` copy of one of them if asked."""
     folder, elsewhere = tmp_path / "config", tmp_path / "elsewhere"
     folder.mkdir()
     elsewhere.mkdir()
+    if stale:
+        shutil.copyfile(GATEWAY / stale, elsewhere / stale)
     for name in PLUGIN_FILES:
         shutil.copyfile(GATEWAY / name, folder / name)
     (folder / "tenant-policy.json").write_text(json.dumps(settings), encoding="utf-8")
@@ -81,3 +85,10 @@ def test_a_gateway_with_settings_the_plugin_does_not_know_fails_at_start_naming_
     loaded = _load_in_a_fresh_gateway(tmp_path, settings)
     assert loaded.returncode != 0
     assert "admission.shed_spot_at_queue: unknown key" in loaded.stderr
+
+
+def test_a_neighbour_found_outside_the_plugins_folder_stops_the_gateway(tmp_path):
+    loaded = _load_in_a_fresh_gateway(tmp_path, tenant_policy_settings(plan_stack("local")),
+                                      stale="tenant_policy_ledger.py")
+    assert loaded.returncode != 0
+    assert f"tenant_policy_ledger was imported from {tmp_path / 'elsewhere'}" in loaded.stderr
