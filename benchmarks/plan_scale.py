@@ -6,8 +6,8 @@
 Prints, per size, the median wall time of loading (YAML + validation +
 cross-checks), of planning, and of both, over --repeat runs, then peak Python
 memory of one run measured apart (tracemalloc slows the code it watches).
-Target from the issue: 1,000 tenants with 2,000 adapters in 2 s or less,
-growing linearly. This machine is shared and noisy: compare the ratios.
+The target is in docs/decisions.md (Planning scale target). A shared,
+noisy machine moves the times: compare the ratios.
 """
 
 from __future__ import annotations

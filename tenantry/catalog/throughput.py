@@ -15,12 +15,10 @@ REFERENCE_BATCH concurrent sequences with REFERENCE_CONTEXT tokens of context:
   REFERENCE_BATCH / ((2 x parameters + batch x context x KV bytes per token)
   / (0.6 x bandwidth)).
 
-Bandwidth and FLOPS come from the datasheets cited in gpus.py. The 40 % / 60 %
-efficiencies are typical of vLLM on Hopper in public benchmarks; the H100 70B
-cell (about 790 decode tokens/s per GPU, 6,300 per 8-GPU engine at batch 64)
-sits below the ~8,000 tokens/s seed 004 quotes for 64 sessions on an 8-GPU
-node, which is where a planner should sit. tests/unit/test_catalog.py re-derives
-every cell from these rules, so a figure cannot drift from its explanation.
+Bandwidth and FLOPS come from the datasheets cited in gpus.py; why these two
+efficiencies is in docs/decisions.md (Throughput estimates from datasheets).
+tests/unit/test_catalog.py re-derives every cell from these rules, so a figure
+cannot drift from its explanation.
 """
 
 from __future__ import annotations

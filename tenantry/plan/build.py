@@ -17,7 +17,7 @@ from tenantry.plan.model import EnginePlan, FallbackPlan, GatewayPlan, Plan, Pla
 from tenantry.plan.notes import Notes
 from tenantry.plan.placement import plan_pool
 from tenantry.plan.routes import group_routes, routes
-from tenantry.plan.tenants import plan_tenant
+from tenantry.plan.tenants import FallbackGraph, plan_tenant
 from tenantry.spec.schema import TIERS, Spec
 
 
@@ -35,7 +35,8 @@ def plan(spec: Spec, stack: str) -> Plan:
     )
     pools = tuple(plan_pool(i, pool, engines, notes) for i, pool in enumerate(spec.cluster.node_pools))
     reserved = _reserved_slots(engines)
-    tenants = tuple(plan_tenant(spec, t, by_tenant[t.name], reserved[t.name]) for t in spec.tenants)
+    fallbacks = FallbackGraph.of(spec)
+    tenants = tuple(plan_tenant(spec, t, by_tenant[t.name], reserved[t.name], fallbacks) for t in spec.tenants)
     if spec.gateway.replicas < 2:
         notes.warn("gateway.replicas", "one gateway replica: every request fails while it restarts")
     if spec.platform.postgres.backup_destination is None:

@@ -1,6 +1,6 @@
 """The Plan: every number tenantry decides, decided once.
 
-Immutable; deploy/, local/, render/ and the load-test gate read it and never
+Immutable; configs/, deploy/, manifests/, local/ and gate/ read it and never
 recompute. `Plan.to_dict()` is what `tenantry plan --json` prints (its keys
 are documented in docs/platform.md). Bytes are bytes, prices are USD, rates are per
 second or per minute as the key says.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tenantry.plan.model import TenantPlan, TrafficPlan
 from tenantry.plan.routes import Route
 from tenantry.plan.slots import concurrency_share
@@ -9,7 +11,9 @@ from tenantry.spec.resolve import cache_salt
 from tenantry.spec.schema import Spec, TenantSpec
 
 
-def plan_tenant(spec: Spec, tenant: TenantSpec, mine: list[Route], reserved_slots: int) -> TenantPlan:
+def plan_tenant(
+    spec: Spec, tenant: TenantSpec, mine: list[Route], reserved_slots: int, fallbacks: FallbackGraph
+) -> TenantPlan:
     policy = spec.tiers.policy(tenant.tier)
     traffic = tuple(
         TrafficPlan(
@@ -25,7 +29,7 @@ def plan_tenant(spec: Spec, tenant: TenantSpec, mine: list[Route], reserved_slot
         namespace=f"tenant-{tenant.name}",
         models=tuple(tenant.models),
         adapters=tuple(tenant.adapters),
-        fallback_models=fallback_closure(spec, tenant),
+        fallback_models=fallbacks.reachable_from(tenant),
         tpm=tenant.tpm,
         rpm=tenant.rpm,
         max_concurrency=tenant.max_concurrency,
@@ -50,12 +54,28 @@ def plan_tenant(spec: Spec, tenant: TenantSpec, mine: list[Route], reserved_slot
     )
 
 
-def fallback_closure(spec: Spec, tenant: TenantSpec) -> tuple[str, ...]:
-    """Every engine reachable through fallbacks from the engines the tenant
-    calls (its adapters' base engines included), that it is not allowed already."""
-    to = {f.model: f.to for f in spec.gateway.fallbacks}
-    base_of = {a.name: e.name for e in spec.engines for a in e.adapters}
-    start = set(tenant.models) | {base_of[a] for a in tenant.adapters if a in base_of}
+@dataclass(frozen=True, kw_only=True)
+class FallbackGraph:
+    """The gateway's fallbacks and each adapter's base engine, built once for all tenants."""
+
+    to: dict[str, list[str]]
+    base_of: dict[str, str]
+
+    @staticmethod
+    def of(spec: Spec) -> FallbackGraph:
+        return FallbackGraph(
+            to={f.model: f.to for f in spec.gateway.fallbacks},
+            base_of={a.name: e.name for e in spec.engines for a in e.adapters},
+        )
+
+    def reachable_from(self, tenant: TenantSpec) -> tuple[str, ...]:
+        """Every engine reachable through fallbacks from the engines the tenant
+        calls (its adapters' base engines included), that it is not allowed already."""
+        start = set(tenant.models) | {self.base_of[a] for a in tenant.adapters if a in self.base_of}
+        return _closure(self.to, start)
+
+
+def _closure(to: dict[str, list[str]], start: set[str]) -> tuple[str, ...]:
     seen: list[str] = []
     frontier = sorted(start)
     while frontier:

@@ -21,8 +21,8 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 MAX_EXPANDED_NODES = 200_000
-"""Far above any real platform (1,000 tenants with 2,000 adapters is ~76,000
-nodes); refuses alias bombs before they are expanded into Python objects."""
+"""Far above any real platform's spec, so it only refuses alias bombs, before they are
+expanded into Python objects (docs/decisions.md: YAML node limit)."""
 
 
 class YamlProblem(Exception):
@@ -72,8 +72,8 @@ def _path_to(root: yaml.Node, target: yaml.Node) -> Loc:
     return ()
 
 
-# libyaml's parser (shipped in PyYAML's wheels) is five times faster than the
-# pure-Python one on a 1,000-tenant spec; both give the same nodes and marks.
+# libyaml's parser (shipped in PyYAML's wheels), because large specs load several times faster
+# with it and both give the same nodes and marks (docs/decisions.md: Fast loading of large specs).
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -118,10 +118,10 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Building ~100,000 objects triggers the cyclic garbage collector over and
-    over (each pass walking every live node), which made a 1,000-tenant spec
-    take 18-25x, not 10x, a 100-tenant one. Loading creates no garbage cycles,
-    so pause it and restore its state."""
+    """Building a large spec's objects triggers the cyclic garbage collector over and
+    over, each pass walking every live node, so loading would grow faster than the
+    spec. Loading creates no garbage cycles, so pause it and restore its state
+    (docs/decisions.md: Fast loading of large specs)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

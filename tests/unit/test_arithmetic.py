@@ -1,6 +1,7 @@
-"""The planner's arithmetic against figures computed by hand here and the
-worked examples in ../shared/seeds (001: KV slots and adapters on 2 x 80 GB;
-004: adapter sizes on Llama-3-70B and the 8-GPU node sizing)."""
+"""The planner's arithmetic against figures computed by hand here, and against
+worked examples whose figures the tests quote: KV slots and adapters on
+2 x 80 GB, adapter sizes on Llama-3-70B, the sizing of an 8-GPU node
+(docs/decisions.md: Worked examples the arithmetic is checked against)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_kv_bytes_per_token_fp8_halves_it():
     assert kv_bytes_per_token(80, 8, 128, 1) == 163_840
 
 
-def test_seed_001_kv_slots_on_two_80gb_gpus():
+def test_55_sequences_of_4k_tokens_fit_beside_a_70b_in_one_byte_on_two_80gb_gpus():
     # 2 x 80 GB, a 70B model at one byte per parameter (70 GB), a 10 % reserve
     # (16 GB): 74 GB of KV cache; a 4,096-token sequence needs 1.342 GB; 55 fit.
     budget = kv_budget_bytes(device_bytes=160 * 10**9, utilisation=1.0, weight_bytes_per_gpu=70 * 10**9,
@@ -44,7 +45,7 @@ def test_seed_001_kv_slots_on_two_80gb_gpus():
     assert sequences_that_fit(budget // per_token, 4096) == 55
 
 
-def test_seed_001_split_22_16_16_leaves_one_spare_slot():
+def test_reserving_22_16_and_16_of_55_slots_leaves_one_shared():
     # Tenants A, B, C hold 40 %, 30 %, 30 % of 55 slots: 22, 16, 16, one spare.
     slots = plan_slots(55, [
         Demand(tenant="a", tier="guaranteed", concurrency=22),
@@ -56,7 +57,7 @@ def test_seed_001_split_22_16_16_leaves_one_spare_slot():
     assert slots.shared == 1
 
 
-def test_seed_001_doubling_context_halves_sequences():
+def test_doubling_the_context_halves_the_sequences_that_fit():
     tokens = 74 * 10**9 // 327_680
     assert sequences_that_fit(tokens, 8192) == sequences_that_fit(tokens, 4096) // 2
 
@@ -69,7 +70,7 @@ def test_kv_heads_are_split_by_tensor_parallelism_and_replicated_beyond():
     assert kv_bytes_per_token(80, kv_heads_per_gpu(8, 8), 128, 2) == 40_960
 
 
-def test_seed_004_node_sizing_70b_bf16_tp8():
+def test_a_70b_in_bf16_at_tp8_is_17_5_gb_per_gpu_and_320_kib_of_kv_per_token():
     # "Model VRAM (70B BF16): ~140 GB (~17.5 GB/GPU at TP=8)", "~320 KB/token",
     # "~52 GB/GPU free for KV" -> "~1.3M tokens" on the 8-GPU node.
     weights = weight_bytes(LLAMA_70B, "bf16")
@@ -100,7 +101,7 @@ def test_moe_memory_follows_total_parameters():
 # --- LoRA ------------------------------------------------------------------------------------
 
 
-def test_seed_004_adapter_bytes_llama_70b_rank_16():
+def test_a_rank_16_adapter_on_llama_70b_weighs_414_mb_on_every_projection():
     # Per layer, rank 16, bf16: Q and O 524,288; K and V 294,912; gate, up and
     # down 1,179,648 each: 5,177,344 bytes; 80 layers ~395 MB.
     per_layer = 2 * 524_288 + 2 * 294_912 + 3 * 1_179_648
@@ -109,19 +110,19 @@ def test_seed_004_adapter_bytes_llama_70b_rank_16():
     assert adapter_bytes(LLAMA_70B, 16, ATTENTION) == 80 * (2 * 524_288 + 2 * 294_912) == 131_072_000  # "~125 MB"
 
 
-def test_seed_004_adapter_bytes_grow_linearly_with_rank():
+def test_adapter_bytes_grow_linearly_with_rank():
     at_16 = adapter_bytes(LLAMA_70B, 16, ALL_MODULES)
     assert adapter_bytes(LLAMA_70B, 8, ALL_MODULES) * 2 == at_16
     assert adapter_bytes(LLAMA_70B, 64, ALL_MODULES) == 4 * at_16
 
 
-def test_seed_004_how_many_adapters_fit_in_10_gb():
+def test_10_gb_holds_24_fully_targeted_or_76_attention_only_rank_16_adapters():
     # "about 10 GB are left ... around 25 fully targeted r=16 adapters or around 80 attention-only"
     assert adapters_that_fit(10 * 10**9, adapter_bytes(LLAMA_70B, 16, ALL_MODULES)) == 24
     assert adapters_that_fit(10 * 10**9, adapter_bytes(LLAMA_70B, 16, ATTENTION)) == 76
 
 
-def test_seed_001_adapter_on_four_square_projections():
+def test_a_thousand_adapters_on_four_square_projections_weigh_a_thousandth_of_a_thousand_bases():
     # Hidden 8,192, rank 16, four 8,192 x 8,192 projections per layer, 80 layers:
     # 83,886,080 parameters, 167.8 MB in two bytes; 1,000 of them 167.8 GB
     # against 140,000 GB for 1,000 copies of a 70B model in two bytes.
@@ -192,7 +193,7 @@ def test_mig_config_name_is_stable_and_label_safe():
     assert mig_config_name(("1g.10gb+me", "1g.10gb")) == "tenantry-1x1g.10gb-1x1g.10gbme"
 
 
-def test_seed_001_cost_follows_utilisation():
+def test_cost_per_token_follows_utilisation():
     # 1,800 tokens/s shared vs 450 dedicated on the same two GPUs: 1.111 vs 4.444
     # GPU-seconds per 1,000 tokens, four times more.
     assert gpu_seconds_per_1k_tokens(2, 1800) == pytest.approx(1.111, abs=5e-4)

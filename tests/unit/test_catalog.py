@@ -1,4 +1,5 @@
-"""The catalog: what the issue requires is there, and every figure agrees with its stated source rule."""
+"""The catalog: the GPU types and models the spec reference names are there, and every figure agrees
+with its stated source rule."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The shipped stacks plan to the numbers the issue and the seeds describe,
-checked by hand from catalog figures where it matters."""
+"""The shipped stacks plan to the numbers they were written for (docs/decisions.md:
+Worked examples the arithmetic is checked against), checked by hand from
+catalog figures where it matters."""
 
 from __future__ import annotations
 
@@ -34,12 +35,12 @@ def test_h100x8_shared_70b_by_hand():
     assert engine.kv.max_num_seqs == 256  # KV holds ~1,000 at that context; the spec caps the batch
     assert (engine.slots.capacity, engine.slots.reserved_total, engine.slots.shared) == (256, 65, 191)
     assert engine.gpu_resource == "nvidia.com/gpu" and engine.gpu_resource_count == 8
-    # Seed 004's five tenants add up to 210K TPM.
+    # The five tenants add up to 210K TPM.
     assert engine.tokens.demand_tpm == 210_000 and engine.tokens.guaranteed_tpm == 110_000
     assert sorted(t.name for t in p.tenants) == ["code-agent", "extraction-batch", "legal-rag", "research", "support-chat"]
 
 
-def test_seed_004_node_holds_about_1_3m_tokens_with_a_bf16_cache():
+def test_an_h100x8_node_holds_about_1_3m_tokens_with_a_bf16_cache():
     text = stack_path("h100x8-shared-70b").read_text().replace("kv_cache_dtype: fp8", "kv_cache_dtype: auto")
     engine = plan(load_spec_text(text), "variant").engine("llama-70b")
     aggregate = engine.kv.tokens_per_replica  # one replica spans the node
