@@ -29,7 +29,7 @@ from tenantry.deploy.common import (
     spread_across_nodes,
 )
 from tenantry.plan.model import EnginePlan, Plan
-from tenantry.configs.litellm import litellm_config, tenant_policy_settings
+from tenantry.configs.litellm import PLUGIN_FILES, litellm_config, tenant_policy_settings
 from tenantry.configs.teams import desired_teams
 
 GATEWAY_DIR = Path(__file__).resolve().parent.parent / "gateway"
@@ -179,7 +179,7 @@ def _config_files(args: GatewayArgs) -> dict[str, str]:
         "config.yaml": yaml.safe_dump(litellm_config(plan, api_base), sort_keys=False),
         "tenant-policy.json": json.dumps(tenant_policy_settings(plan, prometheus_url=args.prometheus_url),
                                          indent=2, sort_keys=True),
-        "tenant_policy.py": (GATEWAY_DIR / "tenant_policy.py").read_text(encoding="utf-8"),
+        **{name: (GATEWAY_DIR / name).read_text(encoding="utf-8") for name in PLUGIN_FILES},
     }
 
 
