@@ -15,7 +15,7 @@ def path_str(loc: Loc) -> str:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     path: str
     """Where in the spec, e.g. `tenants[2].tpm`; empty for the whole file."""
@@ -26,6 +26,11 @@ class Finding:
     def __str__(self) -> str:
         where = f"line {self.line}: " if self.line else ""
         return f"{where}{self.path}: {self.message}" if self.path else f"{where}{self.message}"
+
+
+def file_finding(message: str, line: int | None = None) -> Finding:
+    """A finding about the whole file rather than one field."""
+    return Finding(path="", message=message, line=line)
 
 
 class SpecError(Exception):

@@ -13,10 +13,10 @@ class Notes:
     warnings: list[Finding] = field(default_factory=list)
 
     def refuse(self, path: str, message: str) -> None:
-        self.refusals.append(Finding(path, message))
+        self.refusals.append(Finding(path=path, message=message))
 
     def warn(self, path: str, message: str) -> None:
-        self.warnings.append(Finding(path, message))
+        self.warnings.append(Finding(path=path, message=message))
 
     def about_engine(self, index: int, name: str) -> EngineNotes:
         return EngineNotes(notes=self, path=f"engines[{index}]", who=f"engine {name}")

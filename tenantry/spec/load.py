@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tenantry.findings import Finding, Loc, SpecError, path_str
+from tenantry.findings import Finding, Loc, SpecError, file_finding, path_str
 from tenantry.spec.references import check_references, suggest
 from tenantry.spec.schema import (
     KUBERNETES_VERSION_PATTERN,
@@ -51,22 +51,22 @@ def load_spec(path: str | Path) -> Spec:
     path = Path(path)
     source = str(path)
     if not path.exists():
-        raise SpecError(source, [Finding("", f"no such file: {path}")])
+        raise SpecError(source, [file_finding(f"no such file: {path}")])
     if path.is_dir():
-        raise SpecError(source, [Finding("", f"{path} is a directory; give a stack file such as stacks/local.yaml")])
+        raise SpecError(source, [file_finding(f"{path} is a directory; give a stack file such as stacks/local.yaml")])
     stack = stack_name_of(path)
     if not STACK_NAME.match(stack) or len(stack) > 50:
         raise SpecError(
-            source, [Finding("", f"stack name '{stack}' (from the file name) must be lowercase letters, digits and '-'")]
+            source, [file_finding(f"stack name '{stack}' (from the file name) must be lowercase letters, digits and '-'")]
         )
     if path.stat().st_size > MAX_SPEC_BYTES:
-        raise SpecError(source, [Finding("", f"{path} is larger than {MAX_SPEC_BYTES // 2**20} MiB; is it a spec?")])
+        raise SpecError(source, [file_finding(f"{path} is larger than {MAX_SPEC_BYTES // 2**20} MiB; is it a spec?")])
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(source, [Finding("", f"not UTF-8 text (byte {exc.start})")]) from None
+        raise SpecError(source, [file_finding(f"not UTF-8 text (byte {exc.start})")]) from None
     except OSError as exc:
-        raise SpecError(source, [Finding("", f"cannot read {path}: {exc.strerror}")]) from None
+        raise SpecError(source, [file_finding(f"cannot read {path}: {exc.strerror}")]) from None
     return load_spec_text(text, source=source)
 
 
@@ -82,7 +82,9 @@ def _load(text: str, source: str) -> Spec:
         raise SpecError(source, [problem.finding]) from None
     if not isinstance(doc.data, dict):
         kind = type(doc.data).__name__ if doc.data is not None else "nothing"
-        raise SpecError(source, [Finding("", f"a spec is a mapping of keys (cluster, engines, tenants, ...), got {kind}", 1)])
+        raise SpecError(
+            source, [file_finding(f"a spec is a mapping of keys (cluster, engines, tenants, ...), got {kind}", line=1)]
+        )
     try:
         spec = Spec.model_validate(doc.data)
     except ValidationError as exc:
@@ -97,7 +99,7 @@ def _load(text: str, source: str) -> Spec:
 
 
 def _located(loc: Loc, message: str, doc: YamlDocument) -> Finding:
-    return Finding(path_str(loc), message + _named_context(loc, doc.data), doc.line(loc))
+    return Finding(path=path_str(loc), message=message + _named_context(loc, doc.data), line=doc.line(loc))
 
 
 def _named_context(loc: Loc, data: Any) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from tenantry.findings import Finding, Loc, path_str
+from tenantry.findings import Finding, Loc, file_finding, path_str
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -137,7 +137,7 @@ def parse_yaml(text: str) -> YamlDocument:
         with collector_paused():
             return _parse(text)
     except RecursionError:
-        raise YamlProblem(Finding("", "the document is nested too deeply to be a spec")) from None
+        raise YamlProblem(file_finding("the document is nested too deeply to be a spec")) from None
 
 
 def _parse(text: str) -> YamlDocument:
@@ -145,24 +145,26 @@ def _parse(text: str) -> YamlDocument:
     try:
         node = loader.get_single_node()
         if node is None:
-            raise YamlProblem(Finding("", "the file is empty; a spec needs at least cluster, engines and tenants"))
+            raise YamlProblem(file_finding("the file is empty; a spec needs at least cluster, engines and tenants"))
         # Only a document with aliases can expand beyond its text.
         if "*" in text and _expanded_size(node, {}) > MAX_EXPANDED_NODES:
             raise YamlProblem(
-                Finding("", f"the document expands to more than {MAX_EXPANDED_NODES:,} values; "
-                        "is an alias (*name) repeated many times?")
+                file_finding(f"the document expands to more than {MAX_EXPANDED_NODES:,} values; "
+                             "is an alias (*name) repeated many times?")
             )
         try:
             data = loader.construct_document(node)
         except _BadKey as bad:
-            raise YamlProblem(Finding(path_str(_path_to(node, bad.mapping)), bad.message, bad.line)) from None
+            where = path_str(_path_to(node, bad.mapping))
+            raise YamlProblem(Finding(path=where, message=bad.message, line=bad.line)) from None
         return YamlDocument(data, node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or "invalid YAML"
         context = f" ({exc.context})" if exc.context else ""
-        raise YamlProblem(Finding("", f"YAML syntax error: {problem}{context}", mark.line + 1 if mark else None)) from None
+        line = mark.line + 1 if mark else None
+        raise YamlProblem(file_finding(f"YAML syntax error: {problem}{context}", line=line)) from None
     except yaml.YAMLError as exc:  # not marked: e.g. an unknown tag
-        raise YamlProblem(Finding("", f"YAML error: {exc}")) from None
+        raise YamlProblem(file_finding(f"YAML error: {exc}")) from None
     finally:
         loader.dispose()
