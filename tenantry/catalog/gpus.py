@@ -28,7 +28,7 @@ MIG_COMPUTE_SLICES = 7
 Interconnect = Literal["nvlink", "pcie", "none"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MigProfile:
     """One MIG GPU-instance profile as NVIDIA's MIG user guide lists it."""
 
@@ -45,7 +45,7 @@ class MigProfile:
         return self.memory_bytes / GIB
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuType:
     name: str
     memory_bytes: int
@@ -80,7 +80,10 @@ def _seven_slice_profiles(
         (7, 8, 1, (0,)),
     )
     return tuple(
-        MigProfile(name, compute, memory, mem_bytes, instances, placements)
+        MigProfile(
+            name=name, compute_slices=compute, memory_slices=memory, memory_bytes=mem_bytes,
+            max_instances=instances, placements=placements,
+        )
         for name, mem_bytes, (compute, memory, instances, placements) in zip(
             names, memory_bytes, shape, strict=True
         )
@@ -129,37 +132,51 @@ GPU_TYPES: dict[str, GpuType] = {
     g.name: g
     for g in (
         GpuType(
-            "A100-40GB", 40960 * MIB, 1.555, 312.0, False, "nvlink", _A100_40GB_MIG,
+            name="A100-40GB", memory_bytes=40960 * MIB, memory_bandwidth_tb_s=1.555,
+            bf16_dense_tflops=312.0, fp8_tensor_cores=False, interconnect="nvlink",
+            mig_profiles=_A100_40GB_MIG,
             source="NVIDIA A100 datasheet (SXM4): 1,555 GB/s, 312 TFLOPS BF16 dense; "
             "nvidia-smi memory.total 40960 MiB",
         ),
         GpuType(
-            "A100-80GB", 81920 * MIB, 2.039, 312.0, False, "nvlink", _A100_80GB_MIG,
+            name="A100-80GB", memory_bytes=81920 * MIB, memory_bandwidth_tb_s=2.039,
+            bf16_dense_tflops=312.0, fp8_tensor_cores=False, interconnect="nvlink",
+            mig_profiles=_A100_80GB_MIG,
             source="NVIDIA A100 datasheet (SXM4 80GB): 2,039 GB/s, 312 TFLOPS BF16 dense; "
             "nvidia-smi memory.total 81920 MiB",
         ),
         GpuType(
-            "H100-80GB-SXM", 81559 * MIB, 3.35, 989.0, True, "nvlink", _H100_80GB_MIG,
+            name="H100-80GB-SXM", memory_bytes=81559 * MIB, memory_bandwidth_tb_s=3.35,
+            bf16_dense_tflops=989.0, fp8_tensor_cores=True, interconnect="nvlink",
+            mig_profiles=_H100_80GB_MIG,
             source="NVIDIA H100 datasheet (SXM5): 3.35 TB/s, 989 TFLOPS BF16 dense; "
             "nvidia-smi memory.total 81559 MiB",
         ),
         GpuType(
-            "H100-80GB-PCIe", 81559 * MIB, 2.0, 756.0, True, "pcie", _H100_80GB_MIG,
+            name="H100-80GB-PCIe", memory_bytes=81559 * MIB, memory_bandwidth_tb_s=2.0,
+            bf16_dense_tflops=756.0, fp8_tensor_cores=True, interconnect="pcie",
+            mig_profiles=_H100_80GB_MIG,
             source="NVIDIA H100 datasheet (PCIe): 2.0 TB/s, 756 TFLOPS BF16 dense; "
             "nvidia-smi memory.total 81559 MiB",
         ),
         GpuType(
-            "H200-141GB", 143771 * MIB, 4.8, 989.0, True, "nvlink", _H200_MIG,
+            name="H200-141GB", memory_bytes=143771 * MIB, memory_bandwidth_tb_s=4.8,
+            bf16_dense_tflops=989.0, fp8_tensor_cores=True, interconnect="nvlink",
+            mig_profiles=_H200_MIG,
             source="NVIDIA H200 datasheet (SXM): 4.8 TB/s, 989 TFLOPS BF16 dense; "
             "nvidia-smi memory.total 143771 MiB",
         ),
         GpuType(
-            "L40S-48GB", 46068 * MIB, 0.864, 362.0, True, "pcie", (),
+            name="L40S-48GB", memory_bytes=46068 * MIB, memory_bandwidth_tb_s=0.864,
+            bf16_dense_tflops=362.0, fp8_tensor_cores=True, interconnect="pcie",
+            mig_profiles=(),
             source="NVIDIA L40S datasheet: 864 GB/s, 362 TFLOPS BF16 dense, no MIG; "
             "nvidia-smi memory.total 46068 MiB",
         ),
         GpuType(
-            "B200", 183359 * MIB, 8.0, 2250.0, True, "nvlink", _B200_MIG,
+            name="B200", memory_bytes=183359 * MIB, memory_bandwidth_tb_s=8.0,
+            bf16_dense_tflops=2250.0, fp8_tensor_cores=True, interconnect="nvlink",
+            mig_profiles=_B200_MIG,
             source="NVIDIA HGX B200 datasheet (per GPU): 8 TB/s, 2.25 PFLOPS BF16 dense; "
             "nvidia-smi memory.total 183359 MiB",
         ),
@@ -167,7 +184,9 @@ GPU_TYPES: dict[str, GpuType] = {
             # The local stack's device: vLLM's CPU backend on the developer's
             # machine. Its memory is the budget tenantry gives one local engine
             # (weights plus VLLM_CPU_KVCACHE_SPACE), not a hardware figure.
-            "CPU", 2 * GIB, 0.0, 0.0, False, "none", (),
+            name="CPU", memory_bytes=2 * GIB, memory_bandwidth_tb_s=0.0,
+            bf16_dense_tflops=0.0, fp8_tensor_cores=False, interconnect="none",
+            mig_profiles=(),
             source="tenantry's budget for one local vLLM CPU engine",
         ),
     )

@@ -17,7 +17,7 @@ MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
 LORA_MODULES = ATTENTION_MODULES + MLP_MODULES
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Architecture:
     """The shape of a decoder-only transformer, as far as memory planning needs it."""
 
@@ -88,7 +88,7 @@ def estimate_parameters(arch: Architecture) -> int:
     return arch.layers * per_layer + arch.embedding_parameters + arch.hidden_size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CatalogModel:
     name: str
     architecture: Architecture
@@ -102,101 +102,101 @@ CATALOG_MODELS: dict[str, CatalogModel] = {
     m.name: m
     for m in (
         CatalogModel(
-            "llama-3.1-8b",
-            Architecture(
+            name="llama-3.1-8b",
+            architecture=Architecture(
                 layers=32, hidden_size=4096, attention_heads=32, kv_heads=8, head_dim=128,
                 intermediate_size=14336, vocab_size=128256, total_parameters=8_030_261_248,
                 max_context=131072,
             ),
-            "hf://meta-llama/Llama-3.1-8B-Instruct", "0e9e39f249a16976918f6564b8830bc894c89659",
+            source="hf://meta-llama/Llama-3.1-8B-Instruct", revision="0e9e39f249a16976918f6564b8830bc894c89659",
         ),
         CatalogModel(
-            "llama-3.1-70b",
-            Architecture(
+            name="llama-3.1-70b",
+            architecture=Architecture(
                 layers=80, hidden_size=8192, attention_heads=64, kv_heads=8, head_dim=128,
                 intermediate_size=28672, vocab_size=128256, total_parameters=70_553_706_496,
                 max_context=131072,
             ),
-            "hf://meta-llama/Llama-3.1-70B-Instruct", "1605565b47bb9346c5515c34102e054115b4f98b",
+            source="hf://meta-llama/Llama-3.1-70B-Instruct", revision="1605565b47bb9346c5515c34102e054115b4f98b",
         ),
         CatalogModel(
-            "llama-3.2-3b",
-            Architecture(
+            name="llama-3.2-3b",
+            architecture=Architecture(
                 layers=28, hidden_size=3072, attention_heads=24, kv_heads=8, head_dim=128,
                 intermediate_size=8192, vocab_size=128256, total_parameters=3_212_749_824,
                 max_context=131072, tie_word_embeddings=True,
             ),
-            "hf://meta-llama/Llama-3.2-3B-Instruct", "0cb88a4f764b7a12671c53f0838cd831a0843b95",
+            source="hf://meta-llama/Llama-3.2-3B-Instruct", revision="0cb88a4f764b7a12671c53f0838cd831a0843b95",
         ),
         CatalogModel(
-            "qwen2.5-7b",
-            Architecture(
+            name="qwen2.5-7b",
+            architecture=Architecture(
                 layers=28, hidden_size=3584, attention_heads=28, kv_heads=4, head_dim=128,
                 intermediate_size=18944, vocab_size=152064, total_parameters=7_615_616_512,
                 max_context=32768, qkv_bias=True,
             ),
-            "hf://Qwen/Qwen2.5-7B-Instruct", "a09a35458c702b33eeacc393d103063234e8bc28",
+            source="hf://Qwen/Qwen2.5-7B-Instruct", revision="a09a35458c702b33eeacc393d103063234e8bc28",
         ),
         CatalogModel(
-            "qwen2.5-32b",
-            Architecture(
+            name="qwen2.5-32b",
+            architecture=Architecture(
                 layers=64, hidden_size=5120, attention_heads=40, kv_heads=8, head_dim=128,
                 intermediate_size=27648, vocab_size=152064, total_parameters=32_763_876_352,
                 max_context=32768, qkv_bias=True,
             ),
-            "hf://Qwen/Qwen2.5-32B-Instruct", "5ede1c97bbab6ce5cda5812749b4c0bdf79b18dd",
+            source="hf://Qwen/Qwen2.5-32B-Instruct", revision="5ede1c97bbab6ce5cda5812749b4c0bdf79b18dd",
         ),
         CatalogModel(
-            "qwen2.5-72b",
-            Architecture(
+            name="qwen2.5-72b",
+            architecture=Architecture(
                 layers=80, hidden_size=8192, attention_heads=64, kv_heads=8, head_dim=128,
                 intermediate_size=29568, vocab_size=152064, total_parameters=72_706_203_648,
                 max_context=32768, qkv_bias=True,
             ),
-            "hf://Qwen/Qwen2.5-72B-Instruct", "495f39366efef23836d0cfae4fbe635880d2be31",
+            source="hf://Qwen/Qwen2.5-72B-Instruct", revision="495f39366efef23836d0cfae4fbe635880d2be31",
         ),
         CatalogModel(
-            "mistral-7b",
-            Architecture(
+            name="mistral-7b",
+            architecture=Architecture(
                 layers=32, hidden_size=4096, attention_heads=32, kv_heads=8, head_dim=128,
                 intermediate_size=14336, vocab_size=32768, total_parameters=7_248_023_552,
                 max_context=32768,
             ),
-            "hf://mistralai/Mistral-7B-Instruct-v0.3", "e0bc86c23ce5aae1db576c8cca6f06f1f73af2db",
+            source="hf://mistralai/Mistral-7B-Instruct-v0.3", revision="e0bc86c23ce5aae1db576c8cca6f06f1f73af2db",
         ),
         CatalogModel(
             # MoE: every expert stays resident, so memory follows the 46.7B
             # total while compute follows the ~12.9B a token touches.
-            "mixtral-8x7b",
-            Architecture(
+            name="mixtral-8x7b",
+            architecture=Architecture(
                 layers=32, hidden_size=4096, attention_heads=32, kv_heads=8, head_dim=128,
                 intermediate_size=14336, vocab_size=32000, total_parameters=46_702_792_704,
                 max_context=32768, experts=8, active_experts=2,
             ),
-            "hf://mistralai/Mixtral-8x7B-Instruct-v0.1", "41bd4c9e7e4fb318ca40e721131d4933966c2cc1",
+            source="hf://mistralai/Mixtral-8x7B-Instruct-v0.1", revision="41bd4c9e7e4fb318ca40e721131d4933966c2cc1",
         ),
         CatalogModel(
             # Built by the local stack with random weights (no download): two
             # layers with grouped-query attention, so KV and LoRA arithmetic
             # have the same structure as the real models'. Head dim 64 is one
             # the CPU attention backend supports.
-            "tenantry-tiny",
-            Architecture(
+            name="tenantry-tiny",
+            architecture=Architecture(
                 layers=2, hidden_size=256, attention_heads=4, kv_heads=2, head_dim=64,
                 intermediate_size=512, vocab_size=2048, total_parameters=2_229_504,
                 max_context=2048,
             ),
-            "local://tenantry-tiny", "recipe-2",
+            source="local://tenantry-tiny", revision="recipe-2",
         ),
         CatalogModel(
             # The local stack's second, smaller engine (the fallback target).
-            "tenantry-micro",
-            Architecture(
+            name="tenantry-micro",
+            architecture=Architecture(
                 layers=1, hidden_size=128, attention_heads=2, kv_heads=1, head_dim=64,
                 intermediate_size=256, vocab_size=2048, total_parameters=672_128,
                 max_context=2048,
             ),
-            "local://tenantry-micro", "recipe-2",
+            source="local://tenantry-micro", revision="recipe-2",
         ),
     )
 }

@@ -34,7 +34,7 @@ DECODE_BANDWIDTH_EFFICIENCY = 0.60
 SizeClass = Literal["small", "8b", "14b", "32b", "70b", "xl"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SizeClassInfo:
     name: SizeClass
     max_parameters: float
@@ -45,12 +45,30 @@ class SizeClassInfo:
 
 
 SIZE_CLASSES: tuple[SizeClassInfo, ...] = (
-    SizeClassInfo("small", 4e9, 3_212_749_824, 114_688, "Llama-3.2-3B"),
-    SizeClassInfo("8b", 10e9, 8_030_261_248, 131_072, "Llama-3.1-8B"),
-    SizeClassInfo("14b", 20e9, 14_770_033_664, 196_608, "Qwen2.5-14B"),
-    SizeClassInfo("32b", 40e9, 32_763_876_352, 262_144, "Qwen2.5-32B"),
-    SizeClassInfo("70b", 80e9, 70_553_706_496, 327_680, "Llama-3.1-70B"),
-    SizeClassInfo("xl", float("inf"), 405_853_388_800, 516_096, "Llama-3.1-405B"),
+    SizeClassInfo(
+        name="small", max_parameters=4e9, representative_parameters=3_212_749_824,
+        representative_kv_bytes_per_token=114_688, representative="Llama-3.2-3B",
+    ),
+    SizeClassInfo(
+        name="8b", max_parameters=10e9, representative_parameters=8_030_261_248,
+        representative_kv_bytes_per_token=131_072, representative="Llama-3.1-8B",
+    ),
+    SizeClassInfo(
+        name="14b", max_parameters=20e9, representative_parameters=14_770_033_664,
+        representative_kv_bytes_per_token=196_608, representative="Qwen2.5-14B",
+    ),
+    SizeClassInfo(
+        name="32b", max_parameters=40e9, representative_parameters=32_763_876_352,
+        representative_kv_bytes_per_token=262_144, representative="Qwen2.5-32B",
+    ),
+    SizeClassInfo(
+        name="70b", max_parameters=80e9, representative_parameters=70_553_706_496,
+        representative_kv_bytes_per_token=327_680, representative="Llama-3.1-70B",
+    ),
+    SizeClassInfo(
+        name="xl", max_parameters=float("inf"), representative_parameters=405_853_388_800,
+        representative_kv_bytes_per_token=516_096, representative="Llama-3.1-405B",
+    ),
 )
 
 
