@@ -76,6 +76,10 @@ def _pools(plan: Plan) -> Table:
     return pools
 
 
+def _overcommit(ratio: float) -> Text:
+    return Text(f"{ratio:.2f}×", style="red" if ratio > OVERCOMMIT_WARNING else "green")
+
+
 def _lora(e: EnginePlan) -> str:
     if not e.lora.enabled:
         return "—"
@@ -102,8 +106,7 @@ _ENGINE_ROWS: tuple[tuple[str, Callable[[EnginePlan], str | Text]], ...] = (
         f"{e.tokens.prefill_tokens_per_second:,.0f} / {e.tokens.decode_tokens_per_second:,.0f}"
         + (" (measured)" if e.tokens.throughput_source == "spec" else ""))),
     ("TPM demand / sustainable", lambda e: f"{_k(e.tokens.demand_tpm)} / {_k(e.tokens.sustainable_tpm)}"),
-    ("overcommit", lambda e: Text(
-        f"{e.tokens.overcommit_ratio:.2f}×", style="red" if e.tokens.overcommit_ratio > OVERCOMMIT_WARNING else "green")),
+    ("overcommit", lambda e: _overcommit(e.tokens.overcommit_ratio)),
     ("$ per 1K in / out", lambda e: (
         f"{_price(e.tokens.usd_per_1k_input_tokens)} / {_price(e.tokens.usd_per_1k_output_tokens)}")),
     ("GPU cost per hour", lambda e: f"${e.tokens.usd_per_hour:,.2f}"),

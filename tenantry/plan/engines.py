@@ -35,9 +35,12 @@ def plan_engine(
     memory = plan_memory(budget, lora)
     engine_demands = demands(routes)
     typical = typical_context(routes, engine_demands, max_context)
-    kv = plan_kv(engine, arch, memory, max_context, typical, budget.weights_fit, notes)
+    kv = plan_kv(
+        engine, arch, memory, max_context=max_context, typical_context=typical, weights_fit=budget.weights_fit,
+        notes=notes,
+    )
     memory_fits = budget.weights_fit and kv.sequences_at_max_context >= 1
-    slots = plan_engine_slots(engine.replicas, kv, engine_demands, memory_fits, notes)
+    slots = plan_engine_slots(engine.replicas, kv, engine_demands, memory_fits=memory_fits, notes=notes)
     if not routes and not is_fallback:
         notes.warn(None, "no tenant sends traffic here and it is no fallback target")
     tokens = plan_tokens(engine, arch, gpu, mig, pool.gpu_hour_price_usd, routes, notes)

@@ -80,7 +80,7 @@ def plan_lora(engine: EngineSpec, arch: Architecture, free_bytes: int, notes: En
         return LoraPlan(enabled=False, max_lora_rank=0, max_loras=0, max_cpu_loras=0, slot_bytes_per_gpu=0, adapters=())
     rank = _served_rank([a.rank for a in adapters], notes)
     slot = slot_bytes_per_gpu(arch, rank, engine.placement.tensor_parallel)
-    max_loras = _gpu_slots(engine, len(adapters), rank, slot, free_bytes, notes)
+    max_loras = _gpu_slots(engine, adapters=len(adapters), rank=rank, slot=slot, free_bytes=free_bytes, notes=notes)
     return LoraPlan(
         enabled=True,
         max_lora_rank=rank,
@@ -108,7 +108,9 @@ def _served_rank(ranks: list[int], notes: EngineNotes) -> int:
     return rank
 
 
-def _gpu_slots(engine: EngineSpec, adapters: int, rank: int, slot: int, free_bytes: int, notes: EngineNotes) -> int:
+def _gpu_slots(
+    engine: EngineSpec, *, adapters: int, rank: int, slot: int, free_bytes: int, notes: EngineNotes
+) -> int:
     """--max-loras: the spec's, or as many as fit in the LoRA share of the free memory."""
     free = max(free_bytes, 0)
     if engine.lora.max_loras is not None:

@@ -127,6 +127,7 @@ def plan_kv(
     engine: EngineSpec,
     arch: Architecture,
     memory: MemoryPlan,
+    *,
     max_context: int,
     typical_context: int,
     weights_fit: bool,

@@ -43,7 +43,7 @@ def plan_slots(capacity: int, demands: list[Demand]) -> SlotPlan:
 
 
 def plan_engine_slots(
-    replicas: int, kv: KvPlan, engine_demands: list[Demand], memory_fits: bool, notes: EngineNotes
+    replicas: int, kv: KvPlan, engine_demands: list[Demand], *, memory_fits: bool, notes: EngineNotes
 ) -> SlotPlan:
     """The engine's slots, refused when guaranteed tenants reserve more than it runs. Slot figures mean
     nothing for an engine whose weights or one sequence do not fit (`memory_fits` false): the memory

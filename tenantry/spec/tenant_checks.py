@@ -68,11 +68,13 @@ def _check_allowed(tenant: TenantSpec, names: _TenantNames, loc: Loc) -> list[Pr
     for j, name in enumerate(tenant.adapters):
         owner = names.adapter_owner.get(name)
         if owner is None:
-            hint = "; it is an engine, list it under models" if name in names.engines else suggest(name, names.adapter_owner)
+            is_engine = name in names.engines
+            hint = "; it is an engine, list it under models" if is_engine else suggest(name, names.adapter_owner)
             problems.append(((*loc, "adapters", j), f"no engine serves an adapter named '{name}'{hint}"))
         elif owner != tenant.name:
             problems.append(
-                ((*loc, "adapters", j), f"adapter '{name}' belongs to tenant '{owner}'; a tenant may only use its own adapters")
+                ((*loc, "adapters", j), f"adapter '{name}' belongs to tenant '{owner}'; a tenant may only use its "
+                 "own adapters")
             )
     for key, values in (("models", tenant.models), ("adapters", tenant.adapters)):
         for name, count in Counter(values).items():
