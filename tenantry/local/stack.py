@@ -17,6 +17,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tenantry.configs.teams import desired_teams
@@ -258,9 +259,26 @@ def down(layout: Layout, purge: bool = False, progress: Progress = print) -> lis
     if purge:
         for folder in (layout.postgres_home, layout.root):
             if folder.exists():
-                shutil.rmtree(folder)
-                progress(f"removed {folder}")
+                kept = _remove_except(folder, layout.models)
+                progress(f"removed {folder}" + (f" (kept the model cache {layout.models})" if kept else ""))
     return killed
+
+
+def _remove_except(folder: Path, keep: Path) -> bool:
+    """Delete `folder`, except `keep` when it lies inside (the default model cache lives in the
+    default stack directory, and is every stack's); True when something was kept."""
+    if not keep.is_relative_to(folder) or keep == folder or not keep.exists():
+        shutil.rmtree(folder)
+        return False
+    for entry in folder.iterdir():
+        if keep.is_relative_to(entry):
+            if entry != keep:
+                _remove_except(entry, keep)
+        elif entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    return True
 
 
 def logs(layout: Layout, name: str, lines: int = 50) -> str:

@@ -92,7 +92,7 @@ def test_ramp_reports_where_the_first_guaranteed_slo_breaks(gate):
 
 def test_a_bad_invocation_is_a_clear_error_not_a_traceback(gate):
     run = gate("noisy")
-    assert run.exit_code == 2 and "no scenario named 'noisy'; choose one of: steady" in run.output
+    assert run.exit_code == 2 and "invalid choice: 'noisy' (choose from 'steady'" in run.output
     assert "Traceback" not in run.output
     run = gate("steady", "--gateway", "http://127.0.0.1:1")
     assert run.exit_code == 2 and "--gateway and --keys go together" in run.output

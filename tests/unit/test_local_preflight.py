@@ -153,3 +153,25 @@ def test_the_smoke_passes_served_tenants_and_lower_tiers_shed_for_capacity_only(
     assert not result("guaranteed", 429, "", "saturated").ok  # its reservation was not kept
     for failure in (result("spot", 429, ""), result("spot", 403, ""), result("spot", 500, ""), result("spot", 0, "")):
         assert not failure.ok  # the tenant's own quota, a refused key, a 5xx, no answer
+
+
+def test_purge_deletes_the_stack_but_keeps_the_model_cache_inside_it(tmp_path, monkeypatch):
+    from tenantry.local.stack import down
+
+    root = tmp_path / ".local"
+    cache = root / "models"
+    (cache / "tenantry-tiny").mkdir(parents=True)
+    (cache / "tenantry-tiny" / "model.safetensors").write_text("weights")
+    for path in (root / "logs" / "gateway-0.log", root / "keys.json", root / "gate" / "run" / "report.html"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    monkeypatch.setenv("TENANTRY_MODEL_CACHE", str(cache))
+    said: list[str] = []
+    down(Layout(root, 29100), purge=True, progress=said.append)
+    assert [p.relative_to(tmp_path) for p in sorted(root.rglob("*"))] == [
+        Path(".local/models"), Path(".local/models/tenantry-tiny"), Path(".local/models/tenantry-tiny/model.safetensors")]
+    assert f"removed {root} (kept the model cache {cache})" in said
+    elsewhere = tmp_path / "other-stack"
+    (elsewhere / "logs").mkdir(parents=True)
+    down(Layout(elsewhere, 29100), purge=True, progress=said.append)
+    assert not elsewhere.exists() and said[-1] == f"removed {elsewhere}"

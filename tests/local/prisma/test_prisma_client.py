@@ -1,7 +1,7 @@
 """prisma-client-py itself through the bridge, without LiteLLM: typed values
 both ways, queries and raw SQL, transactions and batches, writes and errors.
-One script (each step uses the rows the ones before left) runs once; each
-test checks one concern of what it printed."""
+One script (each step uses the rows the ones before left) runs once, on a
+database of its own; each test checks one concern of what it printed."""
 
 from __future__ import annotations
 
@@ -98,7 +98,11 @@ SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def out(paths: bridge.BridgePaths, postgres: Postgres) -> dict:
-    env = {**os.environ, **bridge.environment(paths), "DATABASE_URL": postgres.url()}
+    """What the script printed, run on a database of its own: the LiteLLM tests' teams would be
+    in its queries (group_by over every team) in the shared one."""
+    postgres.psql("CREATE DATABASE prisma_client", database="postgres")
+    bridge.apply_migrations(postgres.url("prisma_client"))
+    env = {**os.environ, **bridge.environment(paths), "DATABASE_URL": postgres.url("prisma_client")}
     run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-4000:]
     assert "prisma-bridge:" not in run.stderr, run.stderr
