@@ -16,7 +16,7 @@ import yaml
 from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports
 from tenantry.local.models import BuiltModel
 from tenantry.plan.model import EnginePlan, Plan
-from tenantry.configs.litellm import litellm_config, tenant_policy_settings
+from tenantry.configs.litellm import PLUGIN_FILES, litellm_config, tenant_policy_settings
 from tenantry.configs.vllm import vllm_args, vllm_env
 
 GATEWAY_SOURCES = Path(__file__).resolve().parent.parent / "gateway"
@@ -37,8 +37,8 @@ SYSTEM_PROGRAMS = {
 
 
 # vLLM logs each request's JSON body as it parsed it (priority, cache_salt) at
-# DEBUG. VLLM_LOGGING_LEVEL=DEBUG would also log two lines per engine step and
-# starve two cores; this config turns DEBUG on for the request logger alone.
+# DEBUG; this config turns DEBUG on for the request logger alone, not for every
+# engine step (docs/decisions.md: Local engines: one OpenMP thread each; request logging by logger).
 REQUEST_LOGGING_CONFIG = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -66,8 +66,8 @@ def engine_program(
         "LOGNAME": os.environ.get("LOGNAME", "tenantry"),
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
-        # Two engines share two cores: one OpenMP thread each, unpinned, leaves
-        # room for the API servers, LiteLLM and the databases.
+        # One OpenMP thread each, unpinned: room for the API servers, LiteLLM and the databases
+        # (docs/decisions.md: Local engines: one OpenMP thread each; request logging by logger).
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "OMP_NUM_THREADS": "1",
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "false",
@@ -94,7 +94,8 @@ def gateway_files(plan: Plan, layout: Layout, ports: Ports) -> None:
     metrics_urls = {e.name: [f"http://{HOST}:{ports.engines[e.name]}/metrics"] for e in plan.engines}
     (layout.gateway / "tenant-policy.json").write_text(
         json.dumps(tenant_policy_settings(plan, metrics_urls=metrics_urls), indent=2, sort_keys=True), encoding="utf-8")
-    shutil.copyfile(GATEWAY_SOURCES / "tenant_policy.py", layout.gateway / "tenant_policy.py")
+    for plugin_file in PLUGIN_FILES:
+        shutil.copyfile(GATEWAY_SOURCES / plugin_file, layout.gateway / plugin_file)
 
 
 def redis_conf(layout: Layout, ports: Ports, password: str) -> Path:
