@@ -162,3 +162,32 @@ def test_every_path_the_docs_quote_exists():
             if not any(c in path for c in "<{*[") and not (ROOT / path).exists() and path not in PLANNED:
                 missing.append(f"{page.name}: {quoted}")
     assert missing == []
+
+
+def _cited_decisions() -> dict[str, set[str]]:
+    """Every `docs/decisions.md: <Decision name>` citation, in code or docs, by name: where it is cited.
+    A citation may wrap across comment or docstring lines; markers and indentation are folded away."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py", "*.md",
+                             "*.yaml", "Makefile"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    cited: dict[str, set[str]] = {}
+    for relative in listed:
+        path = ROOT / relative
+        if not path.exists() or relative == "docs/decisions.md":
+            continue
+        folded = re.sub(r"\s*\n\s*(?:#\s*)?", " ", path.read_text(encoding="utf-8"))
+        for name in re.findall(r"decisions\.md: ([^)`]+?)\)", folded):
+            if name != "<Decision name>":
+                cited.setdefault(name.strip(), set()).add(relative)
+    return cited
+
+
+def test_every_decision_the_code_or_docs_cite_exists():
+    headings = set(re.findall(r"^## (.+?)\s*$", (DOCS / "decisions.md").read_text(encoding="utf-8"), re.MULTILINE))
+    cited = _cited_decisions()
+    assert len(cited) >= 10, "the citation scan found too little: is the pattern still `docs/decisions.md: Name`?"
+    assert {name: sorted(where) for name, where in cited.items() if name not in headings} == {}
+
+
+def test_no_decision_is_written_twice():
+    headings = re.findall(r"^## (.+?)\s*$", (DOCS / "decisions.md").read_text(encoding="utf-8"), re.MULTILINE)
+    assert sorted({h for h in headings if headings.count(h) > 1}) == []
