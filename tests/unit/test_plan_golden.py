@@ -1,7 +1,7 @@
 """`tenantry plan STACK --json` stays byte-identical for every shipped stack.
 
-The golden copies in tests/golden/plan/ were written before the reshape of
-issue 12 moved the code around; a refactor that changes a figure, a key or its
+The golden copies in tests/golden/plan/ were written before the reshape that
+moved the code into its rooms; a refactor that changes a figure, a key or its
 order fails here. A deliberate change to the Plan regenerates them with
 `tenantry plan STACK --json > tests/golden/plan/STACK.json` and says why in
 its commit message.
