@@ -67,7 +67,7 @@ def plan_engine(
         slots=slots,
         lora=lora,
         tokens=tokens,
-        pod=plan_pod(engine.placement.tensor_parallel, placement, budget.weights_total_bytes, lora),
+        pod=plan_pod(engine.placement.tensor_parallel, placement, budget.download_bytes, lora),
         tenants=tuple(dict.fromkeys(r.tenant.name for r in routes)),
     )
 

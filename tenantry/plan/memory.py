@@ -66,6 +66,8 @@ class GpuBudget:
     free_bytes: int
     """Claimed minus weights and reserve: adapter slots and the KV cache share it."""
     quantize_on_load: bool
+    download_bytes: int
+    """The checkpoint the engine downloads and reads: bf16 when quantised on load."""
     weights_fit: bool
     """The weights (and, when quantised on load, the bf16 checkpoint) fit beside the reserve."""
 
@@ -80,7 +82,8 @@ def plan_gpu_budget(
     weights_per_gpu = math.ceil(weights_total / tp)
     reserve = int(device * engine.runtime_reserve_fraction)
     quantize_on_load = engine.weights != "bf16" and engine.source is None
-    loading_per_gpu = math.ceil(weight_bytes(arch, "bf16") / tp) if quantize_on_load else weights_per_gpu
+    download = weight_bytes(arch, "bf16") if quantize_on_load else weights_total
+    loading_per_gpu = math.ceil(download / tp)
     where = f"a {mig.name} slice of an {gpu.name}" if mig else f"an {gpu.name}"
     if weights_per_gpu + reserve <= claimed < loading_per_gpu + reserve:
         notes.refuse(
@@ -106,6 +109,7 @@ def plan_gpu_budget(
         reserve_bytes=reserve,
         free_bytes=kv_budget_bytes(device, engine.gpu_memory_utilization, weights_per_gpu, reserve),
         quantize_on_load=quantize_on_load,
+        download_bytes=download,
         weights_fit=max(weights_per_gpu, loading_per_gpu) + reserve <= claimed,
     )
 

@@ -153,12 +153,14 @@ class PodPlan:
     """Host memory: runtime, weight loading, the warm adapter cache."""
     shm_bytes: int
     """/dev/shm for the tensor-parallel workers (NCCL)."""
+    download_bytes: int
+    """The checkpoint the engine downloads: the bf16 one when vLLM quantises it while loading."""
     model_cache_bytes: int
-    """Per-replica volume the weights are downloaded into."""
+    """Per-replica volume the checkpoint is downloaded into."""
     adapter_store_bytes: int
     """Volume the adapters are synced into before the engine starts."""
     startup_seconds: int
-    """How long the startup probe waits: downloading and loading the weights."""
+    """How long the startup probe waits: downloading and loading the checkpoint."""
 
 
 @dataclass(frozen=True, kw_only=True)

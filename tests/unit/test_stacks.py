@@ -74,6 +74,25 @@ def test_many_adapters_stack_sizes_lora_from_the_plan():
     assert engine.memory.lora_bytes <= 0.10 * free < engine.memory.lora_bytes + engine.lora.slot_bytes_per_gpu
 
 
+@pytest.mark.parametrize(("stack", "engine", "params", "cache_gib", "startup"), [
+    # 70,553,706,496 x 2 B = 141,107,412,992 B = 131.42 GiB; x 1.15 + 1 GiB = 152.13 GiB -> 153 GiB;
+    # 300 s + 6 s x 132 GiB = 1,092 s.
+    ("h200-many-adapters", "llama-70b", 70_553_706_496, 153, 1092),
+    ("h100-mig-mixed", "llama-70b", 70_553_706_496, 153, 1092),
+    # 7,248,023,552 x 2 B = 14,496,047,104 B = 13.50 GiB; x 1.15 + 1 GiB = 16.53 GiB -> 17 GiB;
+    # 300 s + 6 s x 14 GiB = 384 s.
+    ("h100-mig-mixed", "mistral-7b", 7_248_023_552, 17, 384),
+])
+def test_engines_quantised_on_load_size_volume_and_startup_from_the_bf16_checkpoint(
+        stack, engine, params, cache_gib, startup):
+    e = plan_stack(stack).engine(engine)
+    assert e.weights == "fp8" and e.quantize_on_load
+    assert CATALOG_MODELS[e.model].architecture.total_parameters == params
+    assert e.pod.download_bytes == params * 2
+    assert e.pod.model_cache_bytes == cache_gib * 2**30
+    assert e.pod.startup_seconds == startup
+
+
 def test_local_stack_has_one_tenant_per_tier_and_adapters():
     p = plan_stack("local")
     assert {t.tier for t in p.tenants} == {"guaranteed", "best-effort", "spot"}
