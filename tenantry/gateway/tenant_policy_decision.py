@@ -3,7 +3,8 @@
 A tenant's concurrency is capped across every gateway replica; guaranteed
 tenants run in the slots the Plan reserved for them; everything else shares
 the unreserved slots, and is shed, spot first, when the engine's live load says
-it is saturated. When the load is unknown (metrics stale or failing), spot is
+it is saturated. When the load is unknown (metrics failing, missing the
+engine's series, or sampled longer ago than admission acts on), spot is
 refused, best-effort is bounded by the slot counters alone, guaranteed is never
 blocked.
 """

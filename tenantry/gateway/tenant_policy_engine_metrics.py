@@ -14,27 +14,42 @@ from tenant_policy_settings import PolicySettings
 
 log = logging.getLogger("tenantry.tenant_policy")
 
-_SAMPLE = re.compile(r'^(vllm:num_requests_running|vllm:num_requests_waiting|vllm:kv_cache_usage_perc)\{([^}]*)\}\s+(\S+)')
+_SERIES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+_SAMPLE = re.compile(r'^(' + "|".join(_SERIES) + r')\{([^}]*)\}\s+(\S+)')
 
 
-@dataclass(frozen=True)
+class MissingSeries(ValueError):
+    """The engine's vLLM series are absent from an answer: its load is unknown,
+    not idle (an engine that stopped reporting must not read as one with
+    nothing to do)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class EngineState:
     running: float
     waiting: float
     kv_usage: float
+    sampled_at: float
+    """When the engine reported these figures: the sample's own timestamp in
+    Prometheus, the scrape's start when its /metrics is read directly."""
     fetched_at: float
+    """When the plugin last asked for them; what its cache and refreshes follow."""
 
     def fresh(self, max_age: float, now: float) -> bool:
-        return now - self.fetched_at <= max_age
+        return now - self.sampled_at <= max_age
 
 
 def parse_vllm_metrics(text: str, model_name: str) -> tuple[float, float, float]:
-    """(running, waiting, KV usage) for one served model from vLLM's /metrics."""
-    values = {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0, "vllm:kv_cache_usage_perc": 0.0}
+    """(running, waiting, KV usage) for one served model from vLLM's /metrics;
+    MissingSeries when any of the three is not there for the model."""
+    values: dict[str, float] = {}
     for line in text.splitlines():
         match = _SAMPLE.match(line)
         if match and f'model_name="{model_name}"' in match.group(2):
-            values[match.group(1)] = values[match.group(1)] + float(match.group(3))
+            values[match.group(1)] = values.get(match.group(1), 0.0) + float(match.group(3))
+    missing = [name for name in _SERIES if name not in values]
+    if missing:
+        raise MissingSeries(f"the engine's /metrics has no series {', '.join(missing)} for model {model_name}")
     return (values["vllm:num_requests_running"], values["vllm:num_requests_waiting"], values["vllm:kv_cache_usage_perc"])
 
 
@@ -61,7 +76,8 @@ class EngineMetrics:
         """The engine's last known state; a request waits for a scrape (bounded by
         the client's timeout) only when nothing is known yet, or when the state is
         older than `wait_if_older_than`. If that scrape fails, such a caller gets
-        None (unknown), never the older state it did not accept."""
+        None (unknown), never the older state it did not accept. Ages here count
+        from when the plugin last asked; `decide` judges the sample's own age."""
         cached = self._states.get(engine)
         age = time.time() - cached.fetched_at if cached else math.inf
         if age < self.cache_seconds:
@@ -78,32 +94,45 @@ class EngineMetrics:
 
     async def _refresh(self, engine: str) -> EngineState | None:
         try:
-            running, waiting, kv = await self._fetch(engine)
-        except (httpx.HTTPError, OSError, ValueError, KeyError) as error:
+            running, waiting, kv, sampled_at = await self._fetch(engine)
+        except (httpx.HTTPError, OSError, ValueError, KeyError, IndexError) as error:
             log.warning("tenantry: metrics for engine %s unavailable: %s", engine, error)
             return self._states.get(engine)  # the last known state; `decide` treats it as stale once too old
-        state = self._states[engine] = EngineState(running, waiting, kv, time.time())
+        state = self._states[engine] = EngineState(running=running, waiting=waiting, kv_usage=kv,
+                                                   sampled_at=sampled_at, fetched_at=time.time())
         return state
 
-    async def _fetch(self, engine: str) -> tuple[float, float, float]:
+    async def _fetch(self, engine: str) -> tuple[float, float, float, float]:
+        """(running, waiting, KV usage, when they were sampled)."""
         prometheus_url = self.settings.metrics.prometheus_url
         if prometheus_url is not None:
             return await self._fetch_from_prometheus(prometheus_url, engine)
+        urls = self.settings.engines[engine].metrics_urls
+        if not urls:
+            raise MissingSeries(f"engine {engine} has no /metrics to read and no Prometheus is set")
+        sampled_at = time.time()  # read directly, a replica's figures are as old as the scrape (the first one's)
         running = waiting = kv = 0.0
-        for url in self.settings.engines[engine].metrics_urls:
+        for url in urls:
             answer = await self.client.get(url)
             answer.raise_for_status()
             r, w, k = parse_vllm_metrics(answer.text, engine)
             running, waiting, kv = running + r, waiting + w, max(kv, k)
-        return running, waiting, kv
+        return running, waiting, kv, sampled_at
 
-    async def _fetch_from_prometheus(self, prometheus_url: str, engine: str) -> tuple[float, float, float]:
+    async def _fetch_from_prometheus(self, prometheus_url: str, engine: str) -> tuple[float, float, float, float]:
+        """The load summed over the replicas, and the oldest replica's sample time.
+        An instant query's [time, value] carries the evaluation time, not the
+        sample's, and a series stays in its answers for Prometheus's lookback
+        after its last scrape: the sample's age comes from `timestamp()`."""
+        selector = f'{{model_name="{engine}"}}'
+        queries = [f'{"max" if metric.endswith("perc") else "sum"}({metric}{selector})' for metric in _SERIES]
+        queries.append(f"min(timestamp({_SERIES[0]}{selector}))")
         values = []
-        for metric in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
-            aggregate = "max" if metric.endswith("perc") else "sum"
-            query = f'{aggregate}({metric}{{model_name="{engine}"}})'
+        for query in queries:
             answer = await self.client.get(f"{prometheus_url}/api/v1/query", params={"query": query})
             answer.raise_for_status()
             result = answer.json()["data"]["result"]
-            values.append(float(result[0]["value"][1]) if result else 0.0)
-        return values[0], values[1], values[2]
+            if not result:
+                raise MissingSeries(f"Prometheus has no series for {query}")
+            values.append(float(result[0]["value"][1]))
+        return values[0], values[1], values[2], values[3]

@@ -44,8 +44,13 @@ def policy(redis_url):
     metrics = engine_metrics.EngineMetrics(settings)
     metrics.cache_seconds = 3600  # the engines' load is seeded below, not scraped
     for engine in settings.engines:
-        metrics._states[engine] = engine_metrics.EngineState(0, 0, 0.0, time.time())
+        metrics._states[engine] = seen(0, 0, 0.0, at=time.time())
     return tp.TenantPolicy(settings, redis=client, metrics=metrics)
+
+
+def seen(running, waiting, kv_usage, *, at):  # noqa: ANN001, ANN201
+    """An engine state sampled, and fetched, at `at`."""
+    return engine_metrics.EngineState(running=running, waiting=waiting, kv_usage=kv_usage, sampled_at=at, fetched_at=at)
 
 
 def set_admission(policy, **changes) -> None:
@@ -239,7 +244,7 @@ def test_reserved_slots_stay_free_for_their_owner(policy):
 
 
 def test_a_saturated_engine_sheds_spot_first(policy):
-    policy.metrics._states["tiny"] = engine_metrics.EngineState(8, 2, 0.5, time.time())
+    policy.metrics._states["tiny"] = seen(8, 2, 0.5, at=time.time())
     with pytest.raises(ProxyException) as refused:
         run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert refused.value.code == "429" and "spot traffic paused" in refused.value.message
@@ -301,12 +306,12 @@ def test_an_engine_idle_for_a_while_is_scraped_again_before_spot_is_judged(polic
     # The last state is older than metrics_max_age_seconds because nobody asked for
     # the engine, not because its metrics failed: spot must not be refused as "load unknown".
     policy.metrics.cache_seconds = 1
-    policy.metrics._states["tiny"] = engine_metrics.EngineState(0, 0, 0.0, time.time() - 60)
+    policy.metrics._states["tiny"] = seen(0, 0, 0.0, at=time.time() - 60)
     scrapes = []
 
     async def fetch(engine):
         scrapes.append(engine)
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, time.time()
 
     policy.metrics._fetch = fetch
     assert run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
@@ -315,15 +320,15 @@ def test_an_engine_idle_for_a_while_is_scraped_again_before_spot_is_judged(polic
 
 def test_spot_is_judged_on_the_engines_load_now_best_effort_on_a_recent_one(policy):
     policy.metrics.cache_seconds = 1
-    policy.metrics._states["tiny"] = engine_metrics.EngineState(0, 0, 0.0, time.time() - 3)  # idle a moment ago
+    policy.metrics._states["tiny"] = seen(0, 0, 0.0, at=time.time() - 3)  # idle a moment ago
 
     async def busy_now(engine):
-        return 8.0, 6.0, 0.5
+        return 8.0, 6.0, 0.5, time.time()
 
     policy.metrics._fetch = busy_now
     assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
     run(policy.metrics._refreshes["tiny"])  # the refresh globex's request started in the background
-    policy.metrics._states["tiny"] = engine_metrics.EngineState(0, 0, 0.0, time.time() - 3)
+    policy.metrics._states["tiny"] = seen(0, 0, 0.0, at=time.time() - 3)
     with pytest.raises(ProxyException) as refused:
         run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert refused.value.headers[tp.SHED_HEADER] == "saturated"
@@ -333,7 +338,7 @@ def test_spot_is_refused_as_unknown_when_the_scrape_it_waited_for_fails(policy):
     import httpx
 
     policy.metrics.cache_seconds = 1
-    policy.metrics._states["tiny"] = engine_metrics.EngineState(0, 0, 0.0, time.time() - 3)  # idle a moment ago
+    policy.metrics._states["tiny"] = seen(0, 0, 0.0, at=time.time() - 3)  # idle a moment ago
 
     async def too_busy_to_answer(engine):
         raise httpx.ReadTimeout("a saturated engine's /metrics")
@@ -346,12 +351,12 @@ def test_spot_is_refused_as_unknown_when_the_scrape_it_waited_for_fails(policy):
 
 def test_a_guaranteed_request_never_waits_for_a_scrape_however_old_the_state(policy):
     policy.metrics.cache_seconds = 1
-    policy.metrics._states["tiny"] = engine_metrics.EngineState(0, 0, 0.0, time.time() - 60)
+    policy.metrics._states["tiny"] = seen(0, 0, 0.0, at=time.time() - 60)
     answer = asyncio.Event()
 
     async def unanswered(engine):  # a busy engine's /metrics, answering only when the test says so
         await answer.wait()
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, time.time()
 
     policy.metrics._fetch = unanswered
     try:
