@@ -33,11 +33,15 @@ def _stack_rule(name: str, description: str, check: Any) -> StackValidationPolic
                                  enforcement_level=EnforcementLevel.MANDATORY)
 
 
-def _engines_match_the_plan(resources: list[rules.Resource]) -> list[str]:
-    spec = os.environ.get("TENANTRY_SPEC")
-    if not spec:
-        return ["set TENANTRY_SPEC to the stack's spec (stacks/<stack>.yaml) so engines can be checked against the plan"]
-    return rules.engines_match_the_plan(resources, plan_stack(spec))
+def _against_the_plan(check: Any) -> Any:
+    def run(resources: list[rules.Resource]) -> list[str]:
+        spec = os.environ.get("TENANTRY_SPEC")
+        if not spec:
+            return ["set TENANTRY_SPEC to the stack's spec (stacks/<stack>.yaml) so engines can be checked "
+                    "against the plan"]
+        return check(resources, plan_stack(spec))
+
+    return run
 
 
 PolicyPack(
@@ -57,6 +61,10 @@ PolicyPack(
                     rules.no_secret_in_plain_text),
         _stack_rule("tp-never-on-mig", "Tensor-parallel engines never run on MIG slices.",
                     rules.tensor_parallel_never_on_mig),
-        _stack_rule("engines-match-plan", "GPU requests and vLLM arguments equal the Plan.", _engines_match_the_plan),
+        _stack_rule("engines-match-plan", "GPU requests and vLLM arguments equal the Plan.",
+                    _against_the_plan(rules.engines_match_the_plan)),
+        _stack_rule("engine-volumes-hold-checkpoint", "An engine's download volume holds the checkpoint it "
+                    "downloads (bf16 when quantised on load).",
+                    _against_the_plan(rules.engine_volumes_hold_their_checkpoint)),
     ],
 )

@@ -26,6 +26,7 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *rules.no_secret_in_plain_text(resources),
         *rules.tensor_parallel_never_on_mig(resources),
         *rules.engines_match_the_plan(resources, plan),
+        *rules.engine_volumes_hold_their_checkpoint(resources, plan),
     ]
 
 

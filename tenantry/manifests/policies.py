@@ -10,6 +10,7 @@ A resource is (type token, logical name, properties); secret values are
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -275,5 +276,48 @@ def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
         if (deployment.props.get("spec") or {}).get("replicas") != engine.replicas:
             violations.append(f"{deployment.label} has {deployment.props['spec'].get('replicas')} replicas, "
                               f"the plan says {engine.replicas}")
+    return violations
+
+
+_QUANTITY_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+                   "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+
+
+def _quantity_bytes(value: Any) -> float | None:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]i|[kMGTP])?", str(value))
+    return float(match[1]) * _QUANTITY_UNITS[match[2] or ""] if match else None
+
+
+def _volume_size(volume: dict[str, Any], claims: dict[str, Any]) -> Any:
+    """An emptyDir's sizeLimit, or the storage its claim (ephemeral template or a rendered PVC) requests."""
+    if "emptyDir" in volume:
+        return (volume["emptyDir"] or {}).get("sizeLimit")
+    claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+    spec = claims.get(claim) if claim else ((volume.get("ephemeral") or {}).get("volumeClaimTemplate") or {}).get("spec")
+    return (((spec or {}).get("resources") or {}).get("requests") or {}).get("storage")
+
+
+def engine_volumes_hold_their_checkpoint(resources: list[Resource], plan: Plan) -> list[str]:
+    """The volume an engine downloads its weights into holds the checkpoint as
+    downloaded: the bf16 one when vLLM quantises it while loading."""
+    from tenantry.deploy.engine import MODELS_DIR
+    from tenantry.units import human_bytes
+
+    violations = []
+    deployments = {r.metadata.get("name"): r for r in resources if r.kind == "Deployment"}
+    claims = {r.metadata.get("name"): r.props.get("spec") for r in resources if r.kind == "PersistentVolumeClaim"}
+    for engine in plan.engines:
+        deployment = deployments.get(engine.name)
+        if deployment is None:
+            continue  # engines_match_the_plan names it
+        vllm = next((c for c in containers(deployment) if c.get("name") == "vllm"), {})
+        mount = next((m.get("name") for m in vllm.get("volumeMounts") or [] if m.get("mountPath") == MODELS_DIR), None)
+        volume = next((v for v in (pod_spec(deployment) or {}).get("volumes") or [] if v.get("name") == mount), None)
+        size = _volume_size(volume, claims) if volume else None
+        size_bytes = _quantity_bytes(size) if size is not None else None
+        if size_bytes is None or size_bytes < engine.pod.download_bytes:
+            dtype = "bf16" if engine.quantize_on_load else engine.weights
+            violations.append(f"{deployment.label} downloads {human_bytes(engine.pod.download_bytes)} of {dtype} "
+                              f"{engine.model} weights into {MODELS_DIR}, whose volume holds {size or 'no stated size'}")
     return violations
 

@@ -103,6 +103,12 @@ def replicas_not_from_plan(rs):
     _find(rs, "Deployment", "llama-3b").props["spec"]["replicas"] = 3
 
 
+def model_volume_sized_from_fp8_weights(rs):
+    # What the volume was before it followed the bf16 checkpoint vLLM downloads and quantises on load.
+    volume = next(v for v in rules.pod_spec(_find(rs, "Deployment", "llama-70b"))["volumes"] if v["name"] == "models")
+    volume["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] = "80896Mi"
+
+
 FAULTS: list[tuple[Callable, str, str]] = [
     (drop_quota, "tenant_namespaces_are_isolated", "tenant-partner-api has no ResourceQuota"),
     (drop_limit_range, "tenant_namespaces_are_isolated", "tenant-assistant has no LimitRange"),
@@ -120,6 +126,8 @@ FAULTS: list[tuple[Callable, str, str]] = [
     (gpus_not_matching_tp, "tensor_parallel_never_on_mig", "requests 2 GPUs for tensor parallel 4"),
     (args_not_from_plan, "engines_match_the_plan", "mistral-7b runs vLLM with"),
     (replicas_not_from_plan, "engines_match_the_plan", "llama-3b has 3 replicas, the plan says 8"),
+    (model_volume_sized_from_fp8_weights, "engine_volumes_hold_their_checkpoint",
+     "llama-70b downloads 131.4 GiB of bf16 llama-3.1-70b weights into /models, whose volume holds 80896Mi"),
 ]
 
 
@@ -127,7 +135,7 @@ def _run(rule: str, resources: list[rules.Resource], plan) -> list[str]:
     check = getattr(rules, rule)
     if rule == "engines_reachable_only_from_gateway":
         return check(resources, GATEWAY_SELECTOR, MONITORING)
-    if rule == "engines_match_the_plan":
+    if rule in ("engines_match_the_plan", "engine_volumes_hold_their_checkpoint"):
         return check(resources, plan)
     return check(resources)
 
@@ -163,4 +171,5 @@ def test_policy_pack_program_compiles_and_lists_every_rule():
     names = {node.args[0].value for node in ast.walk(tree)
              if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_stack_rule"}
     assert names == {"tenant-namespaces-isolated", "engines-only-from-gateway", "requests-and-limits",
-                     "versions-pinned", "no-plain-secrets", "tp-never-on-mig", "engines-match-plan"}
+                     "versions-pinned", "no-plain-secrets", "tp-never-on-mig", "engines-match-plan",
+                     "engine-volumes-hold-checkpoint"}
