@@ -21,7 +21,9 @@ from tenantry.stacks import plan_stack
 
 
 def _resources(args: StackValidationArgs) -> list[rules.Resource]:
-    return [rules.Resource(r.resource_type, r.name, rules.from_policy_props(r.props)) for r in args.resources]
+    return [rules.Resource(r.resource_type, r.name, rules.from_policy_props(r.props), r.urn,
+                           r.parent.urn if r.parent else None, tuple(d.urn for d in r.dependencies))
+            for r in args.resources]
 
 
 def _stack_rule(name: str, description: str, check: Any) -> StackValidationPolicy:
@@ -63,6 +65,8 @@ PolicyPack(
                     rules.tensor_parallel_never_on_mig),
         _stack_rule("engines-match-plan", "GPU requests and vLLM arguments equal the Plan.",
                     _against_the_plan(rules.engines_match_the_plan)),
+        _stack_rule("custom-resources-after-crds", "Every custom resource depends on the Helm release that "
+                    "installs its CRD.", rules.custom_resources_wait_for_their_crds),
         _stack_rule("engine-volumes-hold-checkpoint", "An engine's download volume holds the checkpoint it "
                     "downloads (bf16 when quantised on load).",
                     _against_the_plan(rules.engine_volumes_hold_their_checkpoint)),

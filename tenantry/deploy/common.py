@@ -77,10 +77,13 @@ def service_monitor(
     port: str,
     path: str,
     opts: pulumi.ResourceOptions,
+    crd_release: pulumi.Resource,
     bearer_secret: tuple[str, str] | None = None,
 ) -> k8s.apiextensions.CustomResource:
     """Prometheus Operator scrapes the Services matching `selector` (kube-prometheus-stack
-    selects ServiceMonitors in every namespace, see charts/kube-prometheus-stack)."""
+    selects ServiceMonitors in every namespace, see charts/kube-prometheus-stack).
+    Created after `crd_release`, the Helm release that installs the ServiceMonitor
+    CRD: on a fresh cluster the kind does not exist before it."""
     endpoint: dict[str, Any] = {"port": port, "path": path, "interval": "15s"}
     if bearer_secret:
         endpoint["authorization"] = {"type": "Bearer", "credentials": {"name": bearer_secret[0], "key": bearer_secret[1]}}
@@ -90,7 +93,7 @@ def service_monitor(
         kind="ServiceMonitor",
         metadata={"name": name, "namespace": namespace, "labels": labels("monitoring")},
         spec={"selector": {"matchLabels": selector}, "endpoints": [endpoint], "namespaceSelector": {"matchNames": [namespace]}},
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[crd_release])),
     )
 
 

@@ -47,6 +47,8 @@ class EngineArgs:
     image: str
     fetch_image: str
     storage_class: str | None
+    monitoring_release: pulumi.Resource
+    """The Helm release that installs the ServiceMonitor CRD."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,8 @@ class Engine(pulumi.ComponentResource):
             opts=child,
         )
         self.service = cluster_service(f"{name}-service", e.name, ns, pod_labels, selector, "http", PORT, child)
-        service_monitor(f"{name}-monitor", e.name, ns, selector, port="http", path="/metrics", opts=child)
+        service_monitor(f"{name}-monitor", e.name, ns, selector, port="http", path="/metrics", opts=child,
+                        crd_release=args.monitoring_release)
         self.url = f"http://{e.name}.{ns}.svc:{PORT}/v1"
         self.register_outputs({"url": self.url})
 

@@ -59,6 +59,8 @@ class GatewayArgs:
     tenant_keys: dict[str, pulumi.Output[str]]
     prometheus_url: str
     """Where the tenant-policy plugin reads the engines' live load."""
+    monitoring_release: pulumi.Resource
+    """The Helm release that installs the ServiceMonitor CRD."""
 
 
 class Gateway(pulumi.ComponentResource):
@@ -83,7 +85,7 @@ class Gateway(pulumi.ComponentResource):
         cluster_service(f"{name}-service", NAME, ns, pod_labels, SELECTOR, "http", PORT, child)
         # LiteLLM serves Prometheus metrics at /metrics/ behind the master key.
         service_monitor(f"{name}-monitor", NAME, ns, SELECTOR, port="http", path="/metrics/", opts=child,
-                        bearer_secret=(MASTER_KEY_SECRET, "master-key"))
+                        crd_release=args.monitoring_release, bearer_secret=(MASTER_KEY_SECRET, "master-key"))
         self.url = f"http://{NAME}.{ns}.svc:{PORT}"
         self._reconciler(name, args)
         self.register_outputs({"url": self.url})

@@ -56,7 +56,7 @@ class Platform(pulumi.ComponentResource):
             e.name: Engine(
                 f"{name}-engine-{e.name}",
                 EngineArgs(e, ns, IMAGES["vllm-cpu" if e.placement == "cpu" else "vllm"], IMAGES["rclone"],
-                           plan.platform.storage_class),
+                           plan.platform.storage_class, monitoring_release=observability.release),
                 in_namespace,
             )
             for e in plan.engines
@@ -72,6 +72,7 @@ class Platform(pulumi.ComponentResource):
                 tenant_keys=keys,
                 # The chart's Prometheus Service, named from its release.
                 prometheus_url=f"http://kube-prometheus-stack-prometheus.{observability.namespace}.svc:9090",
+                monitoring_release=observability.release,
             ),
             in_namespace,
         )

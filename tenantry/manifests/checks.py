@@ -13,7 +13,7 @@ from tenantry.plan.model import Plan
 
 
 def policy_resources(rendering: Rendering) -> list[rules.Resource]:
-    return [rules.Resource(r.type, r.name, r.inputs) for r in rendering.resources]
+    return [rules.Resource(r.type, r.name, r.inputs, r.urn, r.parent_urn, r.dependencies) for r in rendering.resources]
 
 
 def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
@@ -26,6 +26,7 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *rules.no_secret_in_plain_text(resources),
         *rules.tensor_parallel_never_on_mig(resources),
         *rules.engines_match_the_plan(resources, plan),
+        *rules.custom_resources_wait_for_their_crds(resources),
         *rules.engine_volumes_hold_their_checkpoint(resources, plan),
     ]
 

@@ -38,6 +38,12 @@ class Recorded:
     parent_type: str | None = None
     """Type token of the component that registered it (None for top-level resources)."""
     parent_name: str | None = None
+    urn: str = ""
+    parent_urn: str | None = None
+    """The URN of the component that registered it (None for top-level resources)."""
+    dependencies: tuple[str, ...] = ()
+    """URNs of the resources Pulumi creates before this one: `depends_on` (a
+    component expanded to its children) and the resources its inputs come from."""
 
     @property
     def is_kubernetes(self) -> bool:
@@ -92,19 +98,22 @@ def manifest(resource: Recorded) -> dict[str, Any]:
 class _Recorder(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.resources: list[Recorded] = []
-        # Registrations arrive on several threads; each knows its own parent.
+        # Registrations arrive on several threads; each knows its own request.
         self.registering = threading.local()
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):  # type: ignore[override]
         inputs = _plain(args.inputs)
         parent_type = parent_name = None
-        parent_urn = getattr(self.registering, "parent", "")
+        parent_urn: str | None = getattr(self.registering, "parent", "")
         if parent_urn and "::" in parent_urn:
             *_, type_chain, parent_name = parent_urn.split("::")
             parent_type = type_chain.rsplit("$", 1)[-1]
             if parent_type == "pulumi:pulumi:Stack":
-                parent_type = parent_name = None
-        self.resources.append(Recorded(args.typ, args.name, inputs, parent_type, parent_name))
+                parent_type = parent_name = parent_urn = None
+        self.resources.append(Recorded(
+            args.typ, args.name, inputs, parent_type, parent_name, urn=getattr(self.registering, "urn", ""),
+            parent_urn=parent_urn or None, dependencies=tuple(getattr(self.registering, "dependencies", ())),
+        ))
         outputs = dict(args.inputs)
         if args.typ == "random:index/randomPassword:RandomPassword":
             # Distinct, recognisable stand-ins: a check can then prove none leaks into plain text.
@@ -116,14 +125,18 @@ class _Recorder(pulumi.runtime.Mocks):
 
 
 class _ParentAwareMonitor(pulumi.runtime.mocks.MockMonitor):
-    """Tells the recorder which component each resource belongs to."""
+    """Tells the recorder each resource's URN, the component it belongs to and
+    what it depends on (the request carries them; the mock's arguments do not)."""
 
     def __init__(self, recorder: _Recorder) -> None:
         super().__init__(recorder)
         self.recorder = recorder
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - the gRPC method's name
-        self.recorder.registering.parent = request.parent
+        registering = self.recorder.registering
+        registering.parent = request.parent
+        registering.urn = self.make_urn(request.parent, request.type, request.name)
+        registering.dependencies = sorted(request.dependencies)
         return super().RegisterResource(request)
 
 

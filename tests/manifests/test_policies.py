@@ -172,4 +172,4 @@ def test_policy_pack_program_compiles_and_lists_every_rule():
              if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_stack_rule"}
     assert names == {"tenant-namespaces-isolated", "engines-only-from-gateway", "requests-and-limits",
                      "versions-pinned", "no-plain-secrets", "tp-never-on-mig", "engines-match-plan",
-                     "engine-volumes-hold-checkpoint"}
+                     "engine-volumes-hold-checkpoint", "custom-resources-after-crds"}

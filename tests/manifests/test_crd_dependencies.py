@@ -1,0 +1,96 @@
+"""Every custom resource is created after the Helm release that installs its
+CRD: the rendering records each resource's dependencies and parent, and the
+policy walks that graph (on a fresh cluster a ServiceMonitor created before
+kube-prometheus-stack fails with "no matches for kind ServiceMonitor")."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tenantry.manifests import policies as rules
+from tenantry.manifests.checks import policy_resources
+from tenantry.manifests.offline import render
+from tenantry.stacks import stack_path
+from tests.manifests.test_render import STACKS
+
+STACK = "urn:pulumi:s::tenantry::pulumi:pulumi:Stack::tenantry-s"
+
+
+def _urn(type_: str, name: str) -> str:
+    return f"urn:pulumi:s::tenantry::{type_}::{name}"
+
+
+RELEASE = rules.Resource("kubernetes:helm.sh/v3:Release", "stack", {"chart": "kube-prometheus-stack"},
+                         _urn("kubernetes:helm.sh/v3:Release", "stack"))
+ENGINE = rules.Resource("tenantry:engine:Engine", "engine", {}, _urn("tenantry:engine:Engine", "engine"), STACK)
+
+
+def _monitor(**graph) -> rules.Resource:
+    return rules.Resource("kubernetes:monitoring.coreos.com/v1:ServiceMonitor", "monitor",
+                          {"metadata": {"name": "qwen-7b", "namespace": "tenantry"}},
+                          _urn("kubernetes:monitoring.coreos.com/v1:ServiceMonitor", "monitor"), **graph)
+
+
+def test_a_service_monitor_with_no_dependency_is_reported():
+    violations = rules.custom_resources_wait_for_their_crds([RELEASE, ENGINE, _monitor(parent=ENGINE.urn)])
+    assert violations == ["ServiceMonitor tenantry/qwen-7b does not depend on the Helm release of "
+                          "kube-prometheus-stack, which installs its CRD"]
+
+
+@pytest.mark.parametrize("graph", [
+    {"dependencies": (RELEASE.urn,)},
+    # Through its component: Pulumi registers the child once the component has registered, after its dependencies.
+    {"parent": "engine-with-dependency"},
+], ids=["direct", "through-parent"])
+def test_a_service_monitor_after_the_release_passes(graph):
+    engine = dataclasses.replace(ENGINE, urn="engine-with-dependency", dependencies=(RELEASE.urn,))
+    assert rules.custom_resources_wait_for_their_crds([RELEASE, engine, _monitor(**graph)]) == []
+
+
+def test_a_release_of_another_chart_does_not_count():
+    other = dataclasses.replace(RELEASE, props={"chart": "cloudnative-pg"})
+    assert rules.custom_resources_wait_for_their_crds([other, _monitor(dependencies=(other.urn,))])
+
+
+def test_a_custom_resource_no_pinned_chart_defines_is_reported():
+    store = rules.Resource("kubernetes:barmancloud.cnpg.io/v1:ObjectStore", "store", {"metadata": {"name": "s"}}, "u")
+    assert rules.custom_resources_wait_for_their_crds([store]) == [
+        "ObjectStore s is a barmancloud.cnpg.io custom resource that no pinned chart is known to define"]
+
+
+def test_built_in_kinds_and_components_need_no_release():
+    built_in = [rules.Resource(t, "x", {}, f"u{i}") for i, t in enumerate((
+        "kubernetes:core/v1:Service", "kubernetes:apps/v1:Deployment", "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+        "kubernetes:helm.sh/v3:Release", "tenantry:engine:Engine", "random:index/randomPassword:RandomPassword"))]
+    assert rules.custom_resources_wait_for_their_crds(built_in) == []
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def resources(request):
+    return policy_resources(render(stack_path(request.param), request.param))
+
+
+def test_every_custom_resource_of_every_stack_waits_for_its_crd(resources):
+    custom = [r for r in resources if rules._api_group(r) in rules.CRD_CHARTS]
+    assert {r.kind for r in custom} >= {"ServiceMonitor", "Cluster"}
+    assert rules.custom_resources_wait_for_their_crds(resources) == []
+
+
+def test_the_rendering_records_each_resources_urn_parent_and_dependencies(resources):
+    by_urn = {r.urn: r for r in resources}
+    assert len(by_urn) == len(resources)
+    for resource in resources:
+        assert resource.parent is None or resource.parent in by_urn, resource
+        assert set(resource.dependencies) <= set(by_urn), resource
+    cluster = next(r for r in resources if r.kind == "Cluster")
+    assert {by_urn[d].name for d in cluster.dependencies} == {"tenantry-postgres-operator", "tenantry-postgres-owner"}
+
+
+def test_dropping_a_monitors_dependency_is_caught(resources):
+    broken = [dataclasses.replace(r, dependencies=()) if r.kind == "ServiceMonitor" and r.name == "tenantry-gateway-monitor"
+              else r for r in resources]
+    assert rules.custom_resources_wait_for_their_crds(broken) == [
+        "ServiceMonitor tenantry/tenantry-gateway does not depend on the Helm release of kube-prometheus-stack, "
+        "which installs its CRD"]
