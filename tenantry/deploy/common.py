@@ -78,13 +78,14 @@ def service_monitor(
     path: str,
     opts: pulumi.ResourceOptions,
     crd_release: pulumi.Resource,
+    interval_seconds: int = 15,
     bearer_secret: tuple[str, str] | None = None,
 ) -> k8s.apiextensions.CustomResource:
     """Prometheus Operator scrapes the Services matching `selector` (kube-prometheus-stack
     selects ServiceMonitors in every namespace, see charts/kube-prometheus-stack).
     Created after `crd_release`, the Helm release that installs the ServiceMonitor
     CRD: on a fresh cluster the kind does not exist before it."""
-    endpoint: dict[str, Any] = {"port": port, "path": path, "interval": "15s"}
+    endpoint: dict[str, Any] = {"port": port, "path": path, "interval": f"{interval_seconds}s"}
     if bearer_secret:
         endpoint["authorization"] = {"type": "Bearer", "credentials": {"name": bearer_secret[0], "key": bearer_secret[1]}}
     return k8s.apiextensions.CustomResource(

@@ -49,6 +49,8 @@ class EngineArgs:
     storage_class: str | None
     monitoring_release: pulumi.Resource
     """The Helm release that installs the ServiceMonitor CRD."""
+    scrape_interval_seconds: int
+    """The Plan's engine scrape interval (admission reads what Prometheus scraped)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class Engine(pulumi.ComponentResource):
         )
         self.service = cluster_service(f"{name}-service", e.name, ns, pod_labels, selector, "http", PORT, child)
         service_monitor(f"{name}-monitor", e.name, ns, selector, port="http", path="/metrics", opts=child,
-                        crd_release=args.monitoring_release)
+                        crd_release=args.monitoring_release, interval_seconds=args.scrape_interval_seconds)
         self.url = f"http://{e.name}.{ns}.svc:{PORT}/v1"
         self.register_outputs({"url": self.url})
 

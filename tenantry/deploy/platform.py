@@ -56,7 +56,8 @@ class Platform(pulumi.ComponentResource):
             e.name: Engine(
                 f"{name}-engine-{e.name}",
                 EngineArgs(e, ns, IMAGES["vllm-cpu" if e.placement == "cpu" else "vllm"], IMAGES["rclone"],
-                           plan.platform.storage_class, monitoring_release=observability.release),
+                           plan.platform.storage_class, monitoring_release=observability.release,
+                           scrape_interval_seconds=plan.gateway.engine_scrape_interval_seconds),
                 in_namespace,
             )
             for e in plan.engines

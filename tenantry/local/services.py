@@ -115,7 +115,7 @@ def prometheus_yml(plan: Plan, layout: Layout, ports: Ports, master_key_file: Pa
     /metrics/ behind its master key."""
     layout.prometheus.mkdir(parents=True, exist_ok=True)
     scrape = [
-        {"job_name": e.name, "metrics_path": "/metrics",
+        {"job_name": e.name, "metrics_path": "/metrics", "scrape_interval": f"{plan.gateway.engine_scrape_interval_seconds}s",
          "static_configs": [{"targets": [f"{HOST}:{ports.engines[e.name]}"], "labels": {"engine": e.name}}]}
         for e in plan.engines
     ]

@@ -10,6 +10,7 @@ slots come from the engines.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from tenantry.plan.engines import plan_engine
@@ -82,11 +83,24 @@ def _plan_gateway(spec: Spec) -> GatewayPlan:
         shed_spot_at_waiting=admission.shed_spot_at_waiting,
         shed_best_effort_at_waiting=admission.shed_best_effort_at_waiting,
         metrics_max_age_seconds=admission.metrics_max_age_seconds,
+        engine_scrape_interval_seconds=engine_scrape_interval(admission.metrics_max_age_seconds),
         wait_at_concurrency_limit_seconds=admission.wait_at_concurrency_limit_ms / 1000,
         spot_pause_after_others_seconds=admission.spot_pause_after_others_seconds,
         # Room for three times the steady replicas (docs/decisions.md: Gateway autoscaling ceiling).
         max_replicas=max(3 * spec.gateway.replicas, 2),
     )
+
+
+ENGINE_SCRAPE_CEILING_SECONDS = 15
+"""kube-prometheus-stack's usual interval: engines are never scraped less often."""
+
+
+def engine_scrape_interval(metrics_max_age_seconds: float) -> int:
+    """Whole seconds, at most half the oldest sample admission may act on: a sample
+    is then at most one interval (plus the scrape's own time) old when read, and one
+    missed scrape still leaves it young enough (docs/decisions.md: Engines are scraped
+    at half the metrics' maximum age)."""
+    return max(1, min(ENGINE_SCRAPE_CEILING_SECONDS, math.floor(metrics_max_age_seconds / 2)))
 
 
 def _plan_platform(spec: Spec) -> PlatformPlan:

@@ -258,6 +258,9 @@ class GatewayPlan:
     shed_spot_at_waiting: int
     shed_best_effort_at_waiting: int
     metrics_max_age_seconds: float
+    engine_scrape_interval_seconds: int
+    """How often Prometheus scrapes each engine: at most half of `metrics_max_age_seconds`,
+    so the sample admission reads on Kubernetes is young enough with a scrape to spare."""
     wait_at_concurrency_limit_seconds: float
     spot_pause_after_others_seconds: float
     max_replicas: int

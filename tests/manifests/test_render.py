@@ -216,3 +216,17 @@ def test_rendering_is_deterministic(tmp_path):
 def test_policies_pass_on_every_stack(rendered):
     plan, rendering = rendered
     assert policy_violations(rendering, plan) == []
+
+
+def test_engines_are_scraped_often_enough_for_admission_to_read_a_fresh_sample(rendered):
+    # Admission on Kubernetes reads what Prometheus scraped, and judges a sample by its own
+    # timestamp: a scrape interval at or beyond metrics_max_age_seconds would make the
+    # engine's state unknown for part of every interval (spot refused, best-effort capped).
+    plan, rendering = rendered
+    engine_names = {e.name for e in plan.engines}
+    monitors = [m for m in by_kind(rendering, "ServiceMonitor") if m["metadata"]["name"] in engine_names]
+    assert len(monitors) == len(engine_names)
+    for monitor in monitors:
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["interval"] == f"{plan.gateway.engine_scrape_interval_seconds}s"
+        assert plan.gateway.engine_scrape_interval_seconds <= plan.gateway.metrics_max_age_seconds / 2

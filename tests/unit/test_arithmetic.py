@@ -11,6 +11,7 @@ import pytest
 
 from tenantry.catalog.gpus import GPU_TYPES
 from tenantry.catalog.models import CATALOG_MODELS, Architecture
+from tenantry.plan.build import engine_scrape_interval
 from tenantry.plan.lora import adapter_bytes, adapters_that_fit, max_lora_rank, slot_bytes_per_gpu
 from tenantry.plan.memory import kv_budget_bytes, kv_bytes_per_token, kv_heads_per_gpu, sequences_that_fit, weight_bytes
 from tenantry.plan.placement import mig_config_name, pack_tp_groups
@@ -218,3 +219,10 @@ def test_h100_figures_used_by_the_hand_checked_plan():
     h100 = GPU_TYPES["H100-80GB-SXM"]
     assert h100.memory_bytes == 81_559 * 2**20
     assert h100.mig_profile("3g.40gb").memory_bytes == int(39.50 * 2**30)
+
+
+@pytest.mark.parametrize(("max_age", "interval"), [(10, 5), (11, 5), (30, 15), (60, 15), (3, 1), (1, 1), (0.5, 1)])
+def test_engines_are_scraped_at_half_the_metrics_maximum_age_in_whole_seconds(max_age, interval):
+    # At most half the age admission accepts, so one missed scrape still leaves a young
+    # enough sample; never less often than kube-prometheus-stack's usual 15 s, never below 1 s.
+    assert engine_scrape_interval(max_age) == interval
