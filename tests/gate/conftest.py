@@ -88,6 +88,9 @@ def gate(gate_stack: Layout, tmp_path: Path):
                 return GateRun(done.returncode, output, out)
             warnings.warn(f"scenario {scenario} ran while a stack process crashed; running it again: {died}",
                           stacklevel=2)
+            # The crashed process may not be back (supervisord gives up on one that dies again while
+            # starting): `up` starts whatever is not running and waits until the stack serves.
+            local.up(str(STACK), gate_stack, progress=lambda _: None)
         raise AssertionError("unreachable")
 
     return run
