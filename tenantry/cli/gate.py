@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tenantry.cli.output import EXIT_INVALID_SPEC, print_error, print_spec_error, stdout_console
+from tenantry.cli.output import EXIT_INVALID_SPEC, add_command, print_error, print_spec_error, stdout_console
 from tenantry.findings import PlanRefused, SpecError
 from tenantry.gate.scenarios import SCENARIOS
 
@@ -27,11 +27,8 @@ EXIT_PASS, EXIT_FAIL, EXIT_CANNOT_RUN = 0, 1, 2
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    gate = commands.add_parser(
-        "gate", help="run a mixed-tenant load scenario and judge every tenant against its SLO",
-        description=__doc__.split("\n\n", 1)[1].split("\n\n")[0], epilog=__doc__.split("\n\n")[-1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    gate = add_command(commands, "gate", "run a mixed-tenant load scenario and judge every tenant against its SLO",
+                       __doc__)
     gate.add_argument("stack", metavar="STACK", help="a stack file or a stack name")
     gate.add_argument("--scenario", required=True, metavar="NAME", choices=list(SCENARIOS),
                       help=", ".join(SCENARIOS))

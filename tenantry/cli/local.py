@@ -16,7 +16,7 @@ import argparse
 from rich.console import Console
 from rich.text import Text
 
-from tenantry.cli.output import EXIT_INVALID_SPEC, print_error, print_spec_error, stdout_console
+from tenantry.cli.output import EXIT_INVALID_SPEC, add_command, print_error, print_spec_error, stdout_console
 from tenantry.findings import PlanRefused, SpecError
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_DOES_NOT_FIT, EXIT_STACK_ERROR = 0, 1, 3, 4
@@ -24,10 +24,8 @@ ACTIONS = ("up", "status", "smoke", "down", "logs")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    local = commands.add_parser(
-        "local", help="run the stack on this machine: real vLLM (CPU), LiteLLM, PostgreSQL, Redis and Prometheus "
-        "on 127.0.0.1", description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n")[-1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    local = add_command(commands, "local", "run the stack on this machine: real vLLM (CPU), LiteLLM, PostgreSQL, "
+                        "Redis and Prometheus on 127.0.0.1", __doc__, description=__doc__.split("\n\n")[0])
     local.set_defaults(run=run)
     actions = local.add_subparsers(dest="local_command", required=True, metavar="ACTION")
     up = actions.add_parser("up", help="start (or update) the local stack and wait until it is healthy")

@@ -14,7 +14,7 @@ import argparse
 
 from rich.text import Text
 
-from tenantry.cli.output import EXIT_INVALID_SPEC, print_spec_error, stdout_console
+from tenantry.cli.output import EXIT_INVALID_SPEC, add_command, print_spec_error, stdout_console
 from tenantry.findings import SpecError
 from tenantry.stacks import plan_stack
 
@@ -22,11 +22,9 @@ EXIT_VALID, EXIT_PROBLEMS = 0, 1
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    manifests = commands.add_parser(
-        "manifests", help="write the Kubernetes manifests `pulumi up` would apply, validated, for review or GitOps",
-        description=__doc__.split("\n\n", 1)[1].split("\n\n")[0], epilog=__doc__.split("\n\n")[-1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    manifests = add_command(
+        commands, "manifests", "write the Kubernetes manifests `pulumi up` would apply, validated, for review or GitOps",
+        __doc__)
     manifests.add_argument("stack", metavar="STACK", help="a stack file or a stack name")
     manifests.add_argument("--out", required=True, metavar="DIR", help="directory for the manifests")
     manifests.set_defaults(run=run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from rich.console import Console
@@ -11,6 +12,15 @@ from tenantry.findings import SpecError
 
 EXIT_INVALID_SPEC = 2
 """Every command that reads a spec exits 2 when it is invalid."""
+
+
+def add_command(commands: argparse._SubParsersAction, name: str, help: str, doc: str,
+                description: str | None = None) -> argparse.ArgumentParser:
+    """A subcommand whose --help comes from its module's docstring: the paragraph after the
+    title describes it (unless `description` is given) and the last one, its exit codes, closes it."""
+    paragraphs = doc.strip().split("\n\n")
+    return commands.add_parser(name, help=help, description=description or paragraphs[min(1, len(paragraphs) - 1)],
+                               epilog=paragraphs[-1], formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def stdout_console() -> Console:

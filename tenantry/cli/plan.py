@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from tenantry.cli.output import EXIT_INVALID_SPEC, print_spec_error, stdout_console
+from tenantry.cli.output import EXIT_INVALID_SPEC, add_command, print_spec_error, stdout_console
 from tenantry.findings import SpecError
 from tenantry.stacks import plan_stack
 
@@ -17,11 +17,9 @@ EXIT_FITS, EXIT_DOES_NOT_FIT = 0, 1
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    plan = commands.add_parser(
-        "plan", help="check that a stack's tenants fit its GPUs and show every number the platform will use",
-        description="Plan a stack.", epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    plan = add_command(commands, "plan",
+                       "check that a stack's tenants fit its GPUs and show every number the platform will use",
+                       __doc__, description="Plan a stack.")
     plan.add_argument("stack", metavar="STACK", help="a stack file (stacks/local.yaml) or a stack name (local)")
     plan.add_argument("--json", action="store_true", help="print the whole Plan as JSON (keys in docs/platform.md)")
     plan.set_defaults(run=run)
