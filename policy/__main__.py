@@ -2,7 +2,7 @@
 
     TENANTRY_SPEC=stacks/<stack>.yaml pulumi preview --policy-pack policy
 
-Every policy in tenantry/manifests/policies.py runs over the whole stack
+Every policy in tenantry/manifests/*policies.py runs over the whole stack
 before anything is applied, and a violation refuses the change; the same
 functions run over the offline rendering in `tenantry manifests` and the
 tests (docs/decisions.md: Policies are written once). TENANTRY_SPEC names the
@@ -14,14 +14,16 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyPack, StackValidationArgs, StackValidationPolicy
 
+from tenantry.manifests import crd_policies, engine_policies
 from tenantry.manifests import policies as rules
+from tenantry.manifests.resources import Resource, from_policy_props
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
 from tenantry.pins import chart
 from tenantry.stacks import plan_stack
 
 
-def _resources(args: StackValidationArgs) -> list[rules.Resource]:
-    return [rules.Resource(r.resource_type, r.name, rules.from_policy_props(r.props), r.urn,
+def _resources(args: StackValidationArgs) -> list[Resource]:
+    return [Resource(r.resource_type, r.name, from_policy_props(r.props), r.urn,
                            r.parent.urn if r.parent else None, tuple(d.urn for d in r.dependencies))
             for r in args.resources]
 
@@ -36,7 +38,7 @@ def _stack_rule(name: str, description: str, check: Any) -> StackValidationPolic
 
 
 def _against_the_plan(check: Any) -> Any:
-    def run(resources: list[rules.Resource]) -> list[str]:
+    def run(resources: list[Resource]) -> list[str]:
         spec = os.environ.get("TENANTRY_SPEC")
         if not spec:
             return ["set TENANTRY_SPEC to the stack's spec (stacks/<stack>.yaml) so engines can be checked "
@@ -64,11 +66,11 @@ PolicyPack(
         _stack_rule("tp-never-on-mig", "Tensor-parallel engines never run on MIG slices.",
                     rules.tensor_parallel_never_on_mig),
         _stack_rule("engines-match-plan", "GPU requests and vLLM arguments equal the Plan.",
-                    _against_the_plan(rules.engines_match_the_plan)),
+                    _against_the_plan(engine_policies.engines_match_the_plan)),
         _stack_rule("custom-resources-after-crds", "Every custom resource depends on the Helm release that "
-                    "installs its CRD.", rules.custom_resources_wait_for_their_crds),
+                    "installs its CRD.", crd_policies.custom_resources_wait_for_their_crds),
         _stack_rule("engine-volumes-hold-checkpoint", "An engine's download volume holds the checkpoint it "
                     "downloads (bf16 when quantised on load).",
-                    _against_the_plan(rules.engine_volumes_hold_their_checkpoint)),
+                    _against_the_plan(engine_policies.engine_volumes_hold_their_checkpoint)),
     ],
 )

@@ -7,7 +7,7 @@ before anyone applies them, without a cluster or the Pulumi CLI
   one YAML file per object, secrets redacted;
 - validate.py: those objects against the Kubernetes schemas, strictly, and
   tenantry's custom resources against their structure;
-- policies.py: tenantry's deployment policies as pure functions, shared with
+- policies.py, crd_policies.py, engine_policies.py (over resources.py): the deployment policies, shared with
   the Pulumi policy pack under policy/;
 - checks.py: schemas and policies together, as the command runs them;
 - scan.py: checkov over the written files, with the waivers in

@@ -4,16 +4,18 @@ environment)."""
 
 from __future__ import annotations
 
+from tenantry.manifests import crd_policies, engine_policies
 from tenantry.manifests import policies as rules
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
 from tenantry.manifests.offline import Rendering
+from tenantry.manifests.resources import Resource
 from tenantry.manifests.validate import validate_manifests
 from tenantry.pins import chart
 from tenantry.plan.model import Plan
 
 
-def policy_resources(rendering: Rendering) -> list[rules.Resource]:
-    return [rules.Resource(r.type, r.name, r.inputs, r.urn, r.parent_urn, r.dependencies) for r in rendering.resources]
+def policy_resources(rendering: Rendering) -> list[Resource]:
+    return [Resource(r.type, r.name, r.inputs, r.urn, r.parent_urn, r.dependencies) for r in rendering.resources]
 
 
 def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
@@ -25,9 +27,9 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *rules.versions_are_pinned(resources),
         *rules.no_secret_in_plain_text(resources),
         *rules.tensor_parallel_never_on_mig(resources),
-        *rules.engines_match_the_plan(resources, plan),
-        *rules.custom_resources_wait_for_their_crds(resources),
-        *rules.engine_volumes_hold_their_checkpoint(resources, plan),
+        *engine_policies.engines_match_the_plan(resources, plan),
+        *crd_policies.custom_resources_wait_for_their_crds(resources),
+        *engine_policies.engine_volumes_hold_their_checkpoint(resources, plan),
     ]
 
 

@@ -9,7 +9,8 @@ import dataclasses
 
 import pytest
 
-from tenantry.manifests import policies as rules
+from tenantry.manifests import crd_policies as rules
+from tenantry.manifests.resources import Resource
 from tenantry.manifests.checks import policy_resources
 from tenantry.manifests.offline import render
 from tenantry.stacks import stack_path
@@ -22,13 +23,13 @@ def _urn(type_: str, name: str) -> str:
     return f"urn:pulumi:s::tenantry::{type_}::{name}"
 
 
-RELEASE = rules.Resource("kubernetes:helm.sh/v3:Release", "stack", {"chart": "kube-prometheus-stack"},
+RELEASE = Resource("kubernetes:helm.sh/v3:Release", "stack", {"chart": "kube-prometheus-stack"},
                          _urn("kubernetes:helm.sh/v3:Release", "stack"))
-ENGINE = rules.Resource("tenantry:engine:Engine", "engine", {}, _urn("tenantry:engine:Engine", "engine"), STACK)
+ENGINE = Resource("tenantry:engine:Engine", "engine", {}, _urn("tenantry:engine:Engine", "engine"), STACK)
 
 
-def _monitor(**graph) -> rules.Resource:
-    return rules.Resource("kubernetes:monitoring.coreos.com/v1:ServiceMonitor", "monitor",
+def _monitor(**graph) -> Resource:
+    return Resource("kubernetes:monitoring.coreos.com/v1:ServiceMonitor", "monitor",
                           {"metadata": {"name": "qwen-7b", "namespace": "tenantry"}},
                           _urn("kubernetes:monitoring.coreos.com/v1:ServiceMonitor", "monitor"), **graph)
 
@@ -55,13 +56,13 @@ def test_a_release_of_another_chart_does_not_count():
 
 
 def test_a_custom_resource_no_pinned_chart_defines_is_reported():
-    store = rules.Resource("kubernetes:barmancloud.cnpg.io/v1:ObjectStore", "store", {"metadata": {"name": "s"}}, "u")
+    store = Resource("kubernetes:barmancloud.cnpg.io/v1:ObjectStore", "store", {"metadata": {"name": "s"}}, "u")
     assert rules.custom_resources_wait_for_their_crds([store]) == [
         "ObjectStore s is a barmancloud.cnpg.io custom resource that no pinned chart is known to define"]
 
 
 def test_built_in_kinds_and_components_need_no_release():
-    built_in = [rules.Resource(t, "x", {}, f"u{i}") for i, t in enumerate((
+    built_in = [Resource(t, "x", {}, f"u{i}") for i, t in enumerate((
         "kubernetes:core/v1:Service", "kubernetes:apps/v1:Deployment", "kubernetes:networking.k8s.io/v1:NetworkPolicy",
         "kubernetes:helm.sh/v3:Release", "tenantry:engine:Engine", "random:index/randomPassword:RandomPassword"))]
     assert rules.custom_resources_wait_for_their_crds(built_in) == []

@@ -4,11 +4,14 @@ injected fault fails exactly that policy, naming the resource."""
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Callable
 
 import pytest
 
+from tenantry.manifests import crd_policies, engine_policies
 from tenantry.manifests import policies as rules
+from tenantry.manifests.resources import Resource, containers, from_policy_props, pod_spec
 from tenantry.manifests.checks import policy_resources
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
 from tenantry.manifests.offline import Secret, render
@@ -24,13 +27,13 @@ def clean():
     return plan, policy_resources(render(stack_path("h100-mig-mixed")))
 
 
-def _find(resources: list[rules.Resource], kind: str, name: str, namespace: str | None = None) -> rules.Resource:
+def _find(resources: list[Resource], kind: str, name: str, namespace: str | None = None) -> Resource:
     return next(r for r in resources if r.kind == kind and r.metadata.get("name") == name
                 and (namespace is None or r.namespace == namespace))
 
 
-def _container(resource: rules.Resource, name: str) -> dict:
-    return next(c for c in rules.containers(resource) if c["name"] == name)
+def _container(resource: Resource, name: str) -> dict:
+    return next(c for c in containers(resource) if c["name"] == name)
 
 
 def drop_quota(rs):
@@ -105,7 +108,7 @@ def replicas_not_from_plan(rs):
 
 def model_volume_sized_from_fp8_weights(rs):
     # What the volume was before it followed the bf16 checkpoint vLLM downloads and quantises on load.
-    volume = next(v for v in rules.pod_spec(_find(rs, "Deployment", "llama-70b"))["volumes"] if v["name"] == "models")
+    volume = next(v for v in pod_spec(_find(rs, "Deployment", "llama-70b"))["volumes"] if v["name"] == "models")
     volume["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] = "80896Mi"
 
 
@@ -131,11 +134,11 @@ FAULTS: list[tuple[Callable, str, str]] = [
 ]
 
 
-def _run(rule: str, resources: list[rules.Resource], plan) -> list[str]:
-    check = getattr(rules, rule)
+def _run(rule: str, resources: list[Resource], plan) -> list[str]:
+    check = next(getattr(m, rule) for m in (rules, engine_policies, crd_policies) if hasattr(m, rule))
     if rule == "engines_reachable_only_from_gateway":
         return check(resources, GATEWAY_SELECTOR, MONITORING)
-    if rule in ("engines_match_the_plan", "engine_volumes_hold_their_checkpoint"):
+    if "plan" in inspect.signature(check).parameters:
         return check(resources, plan)
     return check(resources)
 
@@ -157,9 +160,9 @@ def test_policy_pack_sees_secrets_behind_pulumi_policys_proxies():
                                          "value": "sk-123"}}}
     props = deserialize_properties(wire, proxy_secrets=True)
     assert props["data"]["b"] == "sk-123"  # what a naive policy would see
-    plain = rules.from_policy_props(props)
+    plain = from_policy_props(props)
     assert plain == {"data": {"a": "plain", "b": Secret("sk-123")}}
-    assert rules.no_secret_in_plain_text([rules.Resource("kubernetes:core/v1:ConfigMap", "c", plain)])
+    assert rules.no_secret_in_plain_text([Resource("kubernetes:core/v1:ConfigMap", "c", plain)])
 
 
 def test_policy_pack_program_compiles_and_lists_every_rule():

@@ -1,0 +1,65 @@
+"""Custom resources wait for the Helm release that installs their CRD
+(docs/decisions.md: Custom resources wait for the release that installs their CRD)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from tenantry.manifests.resources import Resource
+from tenantry.pins import chart
+
+
+CRD_CHARTS = {
+    "monitoring.coreos.com": "kube-prometheus-stack",
+    "postgresql.cnpg.io": "cloudnative-pg",
+    "nvidia.com": "gpu-operator",
+    "nfd.k8s-sigs.io": "gpu-operator",  # its node-feature-discovery subchart
+}
+"""The API groups of custom resources, each with the pinned chart (charts/<name>) whose CRDs define it."""
+BUILT_IN_GROUPS = frozenset({
+    "core", "apps", "batch", "policy", "autoscaling", "admissionregistration.k8s.io", "apiextensions.k8s.io",
+    "apiregistration.k8s.io", "certificates.k8s.io", "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io",
+    "flowcontrol.apiserver.k8s.io", "networking.k8s.io", "node.k8s.io", "rbac.authorization.k8s.io",
+    "resource.k8s.io", "scheduling.k8s.io", "storage.k8s.io",
+    "helm.sh", "yaml", "kustomize",  # pulumi-kubernetes' own kinds: they install objects, they are not one
+})
+
+
+def _api_group(resource: Resource) -> str | None:
+    if not resource.type.startswith("kubernetes:"):
+        return None
+    return resource.type.split(":")[1].split("/")[0]
+
+
+def _created_before(resource: Resource, by_urn: dict[str, Resource]) -> Iterator[Resource]:
+    """Everything Pulumi creates before `resource`: its dependencies and its
+    parent, transitively (a child is registered once its parent is, and the
+    parent once its own dependencies exist)."""
+    seen: set[str] = set()
+    queue = [resource]
+    while queue:
+        current = queue.pop()
+        for urn in (*current.dependencies, *([current.parent] if current.parent else [])):
+            if urn not in seen and urn in by_urn:
+                seen.add(urn)
+                queue.append(by_urn[urn])
+                yield by_urn[urn]
+
+
+def custom_resources_wait_for_their_crds(resources: list[Resource]) -> list[str]:
+    """Every object of a kind Kubernetes does not build in depends, directly or
+    transitively, on the Helm release of the pinned chart that installs its CRD:
+    on a fresh cluster the kind does not exist before it ("no matches for kind")."""
+    violations = []
+    by_urn = {r.urn: r for r in resources if r.urn}
+    for resource in resources:
+        group = _api_group(resource)
+        if group is None or group in BUILT_IN_GROUPS:
+            continue
+        if group not in CRD_CHARTS:
+            violations.append(f"{resource.label} is a {group} custom resource that no pinned chart is known to define")
+            continue
+        wanted = chart(CRD_CHARTS[group]).chart
+        if not any(r.kind == "Release" and r.props.get("chart") == wanted for r in _created_before(resource, by_urn)):
+            violations.append(f"{resource.label} does not depend on the Helm release of {wanted}, which installs its CRD")
+    return violations
