@@ -45,6 +45,7 @@ SECTIONS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("gateway.admission", schema.AdmissionSpec),
     ("platform", schema.PlatformSpec),
     ("platform.postgres", schema.PostgresSpec),
+    ("platform.cloud_identity", schema.CloudIdentitySpec),
 )
 
 

@@ -16,6 +16,7 @@ from tenantry.deploy.common import COMPONENT_LABEL, labels
 from tenantry.deploy.engine import ENGINE_PRIORITY_CLASS, Engine, EngineArgs
 from tenantry.deploy.gateway import GATEWAY_PRIORITY_CLASS, Gateway, GatewayArgs
 from tenantry.deploy.gpu_nodes import GpuNodes, GpuNodesArgs
+from tenantry.deploy.identity import bucket_service_account
 from tenantry.deploy.observability import Observability, ObservabilityArgs
 from tenantry.deploy.postgres import CLUSTER_NAME, DATA_PRIORITY_CLASS, Postgres, PostgresArgs
 from tenantry.deploy.redis import Redis, RedisArgs
@@ -49,6 +50,7 @@ class Platform(pulumi.ComponentResource):
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
 
         GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy), child)
+        self.bucket_service_account = bucket_service_account(f"{name}-buckets", plan.platform, in_namespace)
         observability = Observability(f"{name}-observability", args.observability, child)
         postgres = Postgres(f"{name}-postgres", PostgresArgs(plan.platform, IMAGES["postgres"]), in_namespace)
         redis = Redis(f"{name}-redis", RedisArgs(ns, IMAGES["redis"]), in_namespace)

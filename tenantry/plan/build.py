@@ -14,11 +14,12 @@ import math
 from collections import defaultdict
 
 from tenantry.plan.engines import plan_engine
-from tenantry.plan.model import EnginePlan, FallbackPlan, GatewayPlan, Plan, PlatformPlan
+from tenantry.plan.model import CloudIdentityPlan, EnginePlan, FallbackPlan, GatewayPlan, Plan, PlatformPlan
 from tenantry.plan.notes import Notes
 from tenantry.plan.placement import plan_pool
 from tenantry.plan.routes import group_routes, routes
 from tenantry.plan.tenants import FallbackGraph, plan_tenant
+from tenantry.spec.identity_checks import bucket_schemes
 from tenantry.spec.schema import TIERS, Spec
 
 
@@ -113,4 +114,16 @@ def _plan_platform(spec: Spec) -> PlatformPlan:
         postgres_backup_destination=postgres.backup_destination,
         postgres_backup_schedule=postgres.backup_schedule,
         postgres_backup_retention_days=postgres.backup_retention_days,
+        cloud_identity=_plan_cloud_identity(spec),
+    )
+
+
+def _plan_cloud_identity(spec: Spec) -> CloudIdentityPlan | None:
+    identity = spec.platform.cloud_identity
+    if identity is None:
+        return None
+    return CloudIdentityPlan(
+        provider=identity.provider, aws_role_arn=identity.aws_role_arn,
+        gcp_service_account=identity.gcp_service_account, credentials_secret=identity.credentials_secret,
+        bucket_schemes=bucket_schemes(spec),
     )

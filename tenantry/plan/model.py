@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from tenantry.catalog.throughput import SizeClass
 from tenantry.findings import Finding
+from tenantry.spec.fields import BucketScheme, CloudIdentityProvider
 from tenantry.spec.schema import CacheIsolationMode, KvCacheDtype, LoraModule, Tier, TrafficProfile, WeightDtype
 
 PlacementKind = Literal["gpus", "mig", "cpu"]
@@ -268,6 +269,18 @@ class GatewayPlan:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CloudIdentityPlan:
+    """Who pods that read or write object storage act as (docs/decisions.md: Bucket readers act as one declared identity)."""
+
+    provider: CloudIdentityProvider
+    aws_role_arn: str | None
+    gcp_service_account: str | None
+    credentials_secret: str | None
+    bucket_schemes: tuple[BucketScheme, ...]
+    """The object stores the stack reaches (s3, gs): static credentials are wired for these only."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class PlatformPlan:
     namespace: str
     storage_class: str | None
@@ -276,6 +289,7 @@ class PlatformPlan:
     postgres_backup_destination: str | None
     postgres_backup_schedule: str
     postgres_backup_retention_days: int
+    cloud_identity: CloudIdentityPlan | None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,8 @@ KvCacheDtype = Literal["auto", "fp8"]
 LoraModule = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 TrafficProfile = Literal["chat", "rag", "batch"]
 CacheIsolationMode = Literal["own", "shared", "none"]
+CloudIdentityProvider = Literal["aws", "gcp", "static"]
+BucketScheme = Literal["s3", "gs"]
 
 # Names become Kubernetes object names (Services need RFC 1035 labels) and
 # gateway model names, so one rule serves all of them.
@@ -30,6 +32,8 @@ SourceUri = Annotated[str, Field(pattern=SOURCE_PATTERN, max_length=500)]
 KUBERNETES_VERSION_PATTERN = r"^1\.(2[5-9]|3[0-7])$"
 WINDOW_PATTERN = r"^[1-9][0-9]{0,4}(s|m|h|d|w|mo)$"
 OBJECT_STORE_PATTERN = r"^(s3|gs)://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$"
+AWS_ROLE_ARN_PATTERN = r"^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$"
+GCP_SERVICE_ACCOUNT_PATTERN = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com$"
 SIX_FIELD_CRON_PATTERN = r"^\S+ \S+ \S+ \S+ \S+ \S+$"
 
 UNPINNED_REVISIONS = {"latest", "main", "master", "head", "stable"}

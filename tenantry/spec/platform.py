@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from tenantry.spec.fields import (
+    AWS_ROLE_ARN_PATTERN,
+    GCP_SERVICE_ACCOUNT_PATTERN,
     OBJECT_STORE_PATTERN,
     SIX_FIELD_CRON_PATTERN,
+    CloudIdentityProvider,
     Name,
     SpecModel,
     field,
@@ -28,9 +31,38 @@ class PostgresSpec(SpecModel):
     backup_retention_days: int = field(14, description="How long backups are kept.", unit="days", ge=1, le=3650)
 
 
+class CloudIdentitySpec(SpecModel):
+    """Who the pods that read or write object storage act as: weight and adapter fetchers for s3:// and gs://
+    sources, and PostgreSQL's backups (docs/decisions.md: Bucket readers act as one declared identity)."""
+
+    provider: CloudIdentityProvider = field(
+        description="aws: IAM Roles for Service Accounts (EKS); gcp: Workload Identity (GKE); static: keys in a "
+        "Secret, for S3-compatible stores or clusters without workload identity.",
+    )
+    aws_role_arn: str | None = field(
+        None, description="provider aws: the IAM role the pods assume (arn:aws:iam::<account>:role/<name>); its "
+        "trust policy must name the service account tenantry-buckets in the platform namespace.",
+        pattern=AWS_ROLE_ARN_PATTERN,
+    )
+    gcp_service_account: str | None = field(
+        None, description="provider gcp: the Google service account the pods act as "
+        "(<name>@<project>.iam.gserviceaccount.com); it must grant roles/iam.workloadIdentityUser to "
+        "the Kubernetes service account tenantry-buckets in the platform namespace.",
+        pattern=GCP_SERVICE_ACCOUNT_PATTERN,
+    )
+    credentials_secret: Name | None = field(
+        None, description="provider static: a Secret in the platform namespace, created before `pulumi up`, with "
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for s3:// and service-account.json (a key file) for gs://.",
+    )
+
+
 class PlatformSpec(SpecModel):
     """Where and how the shared services run on Kubernetes."""
 
     namespace: Name = field("tenantry", description="Namespace of the gateway, engines, PostgreSQL and Redis.")
     storage_class: Name | None = field(None, description="StorageClass for volumes; omit for the cluster default.")
     postgres: PostgresSpec = field(default_factory=PostgresSpec, description="LiteLLM's PostgreSQL.")
+    cloud_identity: CloudIdentitySpec | None = field(
+        None, description="The identity of pods that read or write object storage; required when any weight or "
+        "adapter source, or the PostgreSQL backup destination, is an s3:// or gs:// bucket.",
+    )

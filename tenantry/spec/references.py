@@ -1,7 +1,7 @@
 """Checks that span fields: names that must resolve, against each other and
 against the catalog. Every problem is collected, none stops the others.
 Engines are checked in engine_checks.py, tenants in tenant_checks.py; pools,
-tiers and the gateway here.
+tiers and the gateway here, object-storage identity in identity_checks.py.
 
 Capacity (does it fit?) is not checked here: that is the planner's verdict.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from tenantry.catalog.gpus import GPU_TYPES, GpuType, place_mig_layout, valid_mig_layouts
 from tenantry.findings import Loc
 from tenantry.spec.engine_checks import check_engines
+from tenantry.spec.identity_checks import check_cloud_identity
 from tenantry.spec.problems import Problem, duplicates, listing, suggest
 from tenantry.spec.schema import TIERS, Spec
 from tenantry.spec.tenant_checks import check_tenants
@@ -25,6 +26,7 @@ def check_references(spec: Spec) -> list[Problem]:
     problems += check_tenants(spec)
     problems += _check_tiers(spec)
     problems += _check_gateway(spec)
+    problems += check_cloud_identity(spec)
     return problems
 
 

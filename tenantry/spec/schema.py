@@ -45,7 +45,7 @@ from tenantry.spec.fields import (
     field,
 )
 from tenantry.spec.gateway import AdmissionSpec, FallbackSpec, GatewaySpec
-from tenantry.spec.platform import PlatformSpec, PostgresSpec
+from tenantry.spec.platform import CloudIdentitySpec, PlatformSpec, PostgresSpec
 from tenantry.spec.tenants import (
     BudgetSpec,
     CacheIsolationSpec,
@@ -65,6 +65,7 @@ __all__ = [
     "CacheIsolationMode",
     "CacheIsolationSpec",
     "CacheSalt",
+    "CloudIdentitySpec",
     "ClusterSpec",
     "EngineSpec",
     "FallbackSpec",

@@ -79,7 +79,10 @@ def base_spec() -> dict[str, Any]:
             "engines": _ENGINES,
             "tenants": _TENANTS,
             "gateway": {"replicas": 2, "fallbacks": [{"model": "big", "to": ["small"]}]},
-            "platform": {"postgres": {"backup_destination": "s3://tenantry-test/postgres"}},
+            "platform": {
+                "postgres": {"backup_destination": "s3://tenantry-test/postgres"},
+                "cloud_identity": {"provider": "aws", "aws_role_arn": "arn:aws:iam::111122223333:role/tenantry-test"},
+            },
         }
     )
 

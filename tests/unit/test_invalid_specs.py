@@ -199,6 +199,18 @@ INVALID: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
      "platform.postgres.backup_destination", "not an object store location"),
     ("backup-schedule-five-fields", _set("platform.postgres.backup_schedule", "0 3 * * *"),
      "platform.postgres.backup_schedule", "six-field cron"),
+    ("bucket-without-identity", _delete("platform.cloud_identity"), "platform.cloud_identity",
+     "required: engines[1].adapters[0].source is s3://adapters/alpha/support and 2 more"),
+    ("aws-identity-without-role", _set("platform.cloud_identity", {"provider": "aws"}),
+     "platform.cloud_identity.aws_role_arn", "required with provider aws"),
+    ("identity-field-of-another-provider", _set("platform.cloud_identity.credentials_secret", "bucket-keys"),
+     "platform.cloud_identity.credentials_secret", "belongs to provider static, not aws"),
+    ("aws-identity-for-a-gcs-bucket", _set("platform.postgres.backup_destination", "gs://tenantry-test/postgres"),
+     "platform.postgres.backup_destination", "not reachable as a aws workload identity"),
+    ("malformed-role-arn", _set("platform.cloud_identity.aws_role_arn", "tenantry-buckets"),
+     "platform.cloud_identity.aws_role_arn", "does not match the pattern ^arn:aws"),
+    ("unknown-identity-provider", _set("platform.cloud_identity.provider", "azure"),
+     "platform.cloud_identity.provider", "'aws', 'gcp' or 'static'"),
 ]
 
 
