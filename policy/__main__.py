@@ -14,7 +14,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyPack, StackValidationArgs, StackValidationPolicy
 
-from tenantry.manifests import crd_policies, engine_policies
+from tenantry.manifests import bucket_policies, crd_policies, engine_policies
 from tenantry.manifests import policies as rules
 from tenantry.manifests.resources import Resource, from_policy_props
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
@@ -72,5 +72,7 @@ PolicyPack(
         _stack_rule("engine-volumes-hold-checkpoint", "An engine's download volume holds the checkpoint it "
                     "downloads (bf16 when quantised on load).",
                     _against_the_plan(engine_policies.engine_volumes_hold_their_checkpoint)),
+        _stack_rule("bucket-readers-have-identity", "Every pod that reads or writes a bucket runs as the stack's "
+                    "declared cloud identity.", _against_the_plan(bucket_policies.bucket_readers_have_an_identity)),
     ],
 )

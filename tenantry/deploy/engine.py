@@ -24,6 +24,7 @@ from tenantry.deploy.common import (
     service_monitor,
     spread_across_nodes,
 )
+from tenantry.deploy.identity import BucketAccess
 from tenantry.deploy.sources import Source, huggingface_script, parse_source, rclone_script
 from tenantry.plan.model import EnginePlan
 from tenantry.configs.vllm import PORT, model_reference, vllm_args, vllm_env
@@ -51,6 +52,8 @@ class EngineArgs:
     """The Helm release that installs the ServiceMonitor CRD."""
     scrape_interval_seconds: int
     """The Plan's engine scrape interval (admission reads what Prometheus scraped)."""
+    bucket_access: BucketAccess | None = None
+    """The stack's cloud identity, for pods that fetch from s3:// or gs://."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,10 @@ class Fetches:
     def claims(self) -> list[str]:
         """The claims synced sources are read from, each mounted read-only."""
         return sorted({s.claim for s, _ in self.synced if s.claim})
+
+    @property
+    def reads_buckets(self) -> bool:
+        return any(s.scheme in ("s3", "gs") for s, _ in self.synced)
 
     @property
     def digest(self) -> str:
@@ -148,6 +155,7 @@ def _deployment_spec(
             "spec": {
                 "priorityClassName": ENGINE_PRIORITY_CLASS,
                 "automountServiceAccountToken": False,
+                **_bucket_identity(args, fetches),
                 "nodeSelector": {POOL_LABEL: e.pool},
                 "tolerations": _tolerations(e),
                 "affinity": spread_across_nodes(selector),
@@ -159,6 +167,16 @@ def _deployment_spec(
             },
         },
     }
+
+
+def _bucket_access(args: EngineArgs, fetches: Fetches) -> BucketAccess | None:
+    """The cloud identity, when this engine's pods fetch from a bucket (docs/decisions.md: Bucket readers act as one declared identity)."""
+    return args.bucket_access if fetches.reads_buckets else None
+
+
+def _bucket_identity(args: EngineArgs, fetches: Fetches) -> dict[str, Any]:
+    access = _bucket_access(args, fetches)
+    return {"serviceAccountName": access.service_account} if access else {}
 
 
 def _tolerations(e: EnginePlan) -> list[dict[str, str]]:
@@ -182,6 +200,7 @@ def _volumes(args: EngineArgs, fetches: Fetches, pod_labels: dict[str, str]) -> 
         *({"name": f"source-{claim}", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
           for claim in fetches.claims),
         *([{"name": "fetch", "configMap": {"name": fetches.config_map}}] if fetches.scripts else []),
+        *(access.volumes if (access := _bucket_access(args, fetches)) else ()),
         {"name": "hf-token", "secret": {"secretName": HF_TOKEN_SECRET, "optional": True}},
     ]
 
@@ -193,6 +212,7 @@ def _init_containers(args: EngineArgs, fetches: Fetches) -> list[dict[str, Any]]
     tmp_mount = {"name": "tmp", "mountPath": "/tmp"}
     containers = []
     if fetches.synced:
+        access = _bucket_access(args, fetches)
         source_mounts = [{"name": f"source-{c}", "mountPath": f"/sources/{c}", "readOnly": True}
                          for c in fetches.claims]
         containers.append({
@@ -201,8 +221,8 @@ def _init_containers(args: EngineArgs, fetches: Fetches) -> list[dict[str, Any]]
             "command": ["sh", "/fetch/fetch.sh"],
             "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR},
                              {"name": "adapters", "mountPath": ADAPTERS_DIR},
-                             fetch_mount, tmp_mount, *source_mounts],
-            "env": [{"name": "HOME", "value": "/tmp"}],
+                             fetch_mount, tmp_mount, *source_mounts, *(access.volume_mounts if access else ())],
+            "env": [{"name": "HOME", "value": "/tmp"}, *(access.env if access else ())],
             **common,
         })
     if fetches.from_hub:

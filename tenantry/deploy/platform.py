@@ -16,7 +16,7 @@ from tenantry.deploy.common import COMPONENT_LABEL, labels
 from tenantry.deploy.engine import ENGINE_PRIORITY_CLASS, Engine, EngineArgs
 from tenantry.deploy.gateway import GATEWAY_PRIORITY_CLASS, Gateway, GatewayArgs
 from tenantry.deploy.gpu_nodes import GpuNodes, GpuNodesArgs
-from tenantry.deploy.identity import bucket_service_account
+from tenantry.deploy.identity import bucket_access, bucket_service_account
 from tenantry.deploy.observability import Observability, ObservabilityArgs
 from tenantry.deploy.postgres import CLUSTER_NAME, DATA_PRIORITY_CLASS, Postgres, PostgresArgs
 from tenantry.deploy.redis import Redis, RedisArgs
@@ -59,7 +59,8 @@ class Platform(pulumi.ComponentResource):
                 f"{name}-engine-{e.name}",
                 EngineArgs(e, ns, IMAGES["vllm-cpu" if e.placement == "cpu" else "vllm"], IMAGES["rclone"],
                            plan.platform.storage_class, monitoring_release=observability.release,
-                           scrape_interval_seconds=plan.gateway.engine_scrape_interval_seconds),
+                           scrape_interval_seconds=plan.gateway.engine_scrape_interval_seconds,
+                           bucket_access=bucket_access(plan.platform)),
                 in_namespace,
             )
             for e in plan.engines

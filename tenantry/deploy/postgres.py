@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from tenantry.deploy.common import chart_namespace, labels, mebibytes, pinned_release
+from tenantry.deploy.identity import BucketAccess, bucket_access
 from tenantry.pins import chart
 from tenantry.plan.model import PlatformPlan
 
@@ -56,11 +57,15 @@ class Postgres(pulumi.ComponentResource):
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
             "monitoring": {"enablePodMonitor": True},
         }
-        if p.postgres_backup_destination:
+        access = bucket_access(p)
+        if p.postgres_backup_destination and access is not None:
             spec["backup"] = {
                 "retentionPolicy": f"{p.postgres_backup_retention_days}d",
-                "barmanObjectStore": _object_store(p.postgres_backup_destination),
+                "barmanObjectStore": _object_store(p.postgres_backup_destination, access),
             }
+            if access.annotations:
+                # The instance pods archive WAL as the stack's cloud identity (docs/decisions.md: Bucket readers act as one declared identity).
+                spec["serviceAccountTemplate"] = {"metadata": {"annotations": access.annotations}}
         cluster = k8s.apiextensions.CustomResource(
             f"{name}-cluster",
             api_version="postgresql.cnpg.io/v1",
@@ -87,12 +92,7 @@ class Postgres(pulumi.ComponentResource):
         self.register_outputs({"host": self.service_host})
 
 
-def _object_store(destination: str) -> dict:
-    """Base backups and WAL to object storage with the pod's workload identity
-    (IRSA on EKS, Workload Identity on GKE): no static credentials to leak."""
-    if destination.startswith("s3://"):
-        credentials = {"s3Credentials": {"inheritFromIAMRole": True}}
-    else:
-        credentials = {"googleCredentials": {"gkeEnvironment": True}}
-    return {"destinationPath": destination, **credentials, "wal": {"compression": "gzip"},
+def _object_store(destination: str, access: BucketAccess) -> dict:
+    """Base backups and WAL to object storage as the stack's cloud identity."""
+    return {"destinationPath": destination, **access.barman_credentials(destination), "wal": {"compression": "gzip"},
             "data": {"compression": "gzip"}}

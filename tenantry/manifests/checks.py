@@ -4,7 +4,7 @@ environment)."""
 
 from __future__ import annotations
 
-from tenantry.manifests import crd_policies, engine_policies
+from tenantry.manifests import bucket_policies, crd_policies, engine_policies
 from tenantry.manifests import policies as rules
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
 from tenantry.manifests.offline import Rendering
@@ -30,6 +30,7 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *engine_policies.engines_match_the_plan(resources, plan),
         *crd_policies.custom_resources_wait_for_their_crds(resources),
         *engine_policies.engine_volumes_hold_their_checkpoint(resources, plan),
+        *bucket_policies.bucket_readers_have_an_identity(resources, plan),
     ]
 
 
