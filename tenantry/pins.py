@@ -26,11 +26,33 @@ IMAGES: dict[str, str] = {
     # The LiteLLM proxy at the version the local stack installs from PyPI (1.108.7).
     "litellm": "ghcr.io/berriai/litellm:v1.108.7",
     "redis": "redis:7.4.11-alpine",
-    # PostgreSQL for CloudNativePG (its image catalog for operator 1.30).
-    "postgres": "ghcr.io/cloudnative-pg/postgresql:16.10-system-trixie",
+    # PostgreSQL 16 for CloudNativePG: the exact tag and digest of its standard trixie image catalog;
+    # the major stays 16 (docs/decisions.md: PostgreSQL 16, standard image, current minor).
+    "postgres": "ghcr.io/cloudnative-pg/postgresql:16.15-202608170814-standard-trixie"
+                "@sha256:3df9103d7f89c8abc2870463d4d446944c81b5f1f4b707c590895dc003ecbb65",
     # Syncs weights and adapters from s3://, gs:// and https:// into volumes.
     "rclone": "rclone/rclone:1.75.1",
 }
+
+KUBERNETES_SUPPORT: dict[str, tuple[str, str]] = {
+    # Kubernetes minor versions, oldest and newest, each pinned chart's own support table lists
+    # (docs/decisions.md: Kubernetes versions every pin supports).
+    "gpu-operator": ("1.32", "1.36"),
+    "kube-prometheus-stack": ("1.25", "1.37"),  # kubeVersion >=1.25; 1.37 is the newest tenantry can validate
+    "cloudnative-pg": ("1.34", "1.36"),
+    "plugin-barman-cloud": ("1.29", "1.37"),  # kubeVersion >=1.29.0-0
+    "cert-manager": ("1.33", "1.36"),
+    "metrics-server": ("1.31", "1.37"),  # 0.8.x: 1.31+
+}
+
+
+def supported_kubernetes() -> tuple[str, str]:
+    """The oldest and newest Kubernetes minor every pinned chart supports."""
+    def minor(version: str) -> int:
+        return int(version.split(".")[1])
+
+    return (max(KUBERNETES_SUPPORT.values(), key=lambda r: minor(r[0]))[0],
+            min(KUBERNETES_SUPPORT.values(), key=lambda r: minor(r[1]))[1])
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,8 @@ class Platform(pulumi.ComponentResource):
         GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy), child)
         self.bucket_service_account = bucket_service_account(f"{name}-buckets", plan.platform, in_namespace)
         observability = Observability(f"{name}-observability", args.observability, child)
-        postgres = Postgres(f"{name}-postgres", PostgresArgs(plan.platform, IMAGES["postgres"]), in_namespace)
+        postgres = Postgres(f"{name}-postgres", PostgresArgs(plan.platform, IMAGES["postgres"], observability.release),
+                            in_namespace)
         redis = Redis(f"{name}-redis", RedisArgs(ns, IMAGES["redis"]), in_namespace)
         engines = {
             e.name: Engine(

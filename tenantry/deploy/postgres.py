@@ -3,13 +3,16 @@
 Why an operator rather than a chart of StatefulSets: CloudNativePG promotes a
 replica when the primary fails, archives WAL continuously and takes
 scheduled base backups to object storage, so spend survives a lost node or
-volume; a plain StatefulSet does none of that. The password is a Pulumi
-secret; the names below hold state and must never change (a test pins them).
+volume; a plain StatefulSet does none of that. Backups go through the
+Barman Cloud plugin, which needs cert-manager (docs/decisions.md: PostgreSQL
+backups through the Barman Cloud plugin). The password is a Pulumi secret;
+the names below hold state and must never change (a test pins them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -25,12 +28,21 @@ OWNER_SECRET = "tenantry-postgres-litellm"
 DATABASE = "litellm"
 OWNER = "litellm"
 DATA_PRIORITY_CLASS = "tenantry-data"
+BARMAN_PLUGIN = "barman-cloud.cloudnative-pg.io"
+OBJECT_STORE = f"{CLUSTER_NAME}-backups"
+# Not the Cluster's own name: that is the PodMonitor the operator made while enablePodMonitor was on,
+# and it deletes that one once the flag is off (docs/decisions.md: PostgreSQL metrics through a PodMonitor tenantry owns).
+POD_MONITOR = f"{CLUSTER_NAME}-metrics"
+METRICS_PORT = "metrics"
+"""The instance pods' exporter port (CloudNativePG 1.30, pkg/specs/pods.go: port 9187, path /metrics)."""
 
 
 @dataclass(frozen=True)
 class PostgresArgs:
     platform: PlatformPlan
     image: str
+    monitoring_release: pulumi.Resource
+    """kube-prometheus-stack's release, which installs the PodMonitor CRD."""
 
 
 class Postgres(pulumi.ComponentResource):
@@ -48,24 +60,20 @@ class Postgres(pulumi.ComponentResource):
             string_data={"username": OWNER, "password": password.result},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        spec: dict = {
+        spec: dict[str, Any] = {
             "instances": p.postgres_instances,
             "imageName": args.image,
             "priorityClassName": DATA_PRIORITY_CLASS,
             "storage": {"size": mebibytes(p.postgres_storage_bytes), "storageClass": p.storage_class},
             "bootstrap": {"initdb": {"database": DATABASE, "owner": OWNER, "secret": {"name": OWNER_SECRET}}},
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
-            "monitoring": {"enablePodMonitor": True},
         }
+        cluster_needs: list[pulumi.Resource] = [operator, owner_secret]
         access = bucket_access(p)
         if p.postgres_backup_destination and access is not None:
-            spec["backup"] = {
-                "retentionPolicy": f"{p.postgres_backup_retention_days}d",
-                "barmanObjectStore": _object_store(p.postgres_backup_destination, access),
-            }
-            if access.annotations:
-                # The instance pods archive WAL as the stack's cloud identity (docs/decisions.md: Bucket readers act as one declared identity).
-                spec["serviceAccountTemplate"] = {"metadata": {"annotations": access.annotations}}
+            plugin = self._backup_plugin(name, operator_ns, operator)
+            cluster_needs.append(self._object_store(name, p, access, plugin))
+            spec.update(_archiving(access))
         cluster = k8s.apiextensions.CustomResource(
             f"{name}-cluster",
             api_version="postgresql.cnpg.io/v1",
@@ -73,26 +81,78 @@ class Postgres(pulumi.ComponentResource):
             metadata={"name": CLUSTER_NAME, "namespace": ns, "labels": labels("postgres")},
             spec=spec,
             # Renaming this resource would delete the database: keep the name, or add an alias.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[operator, owner_secret]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster_needs),
         )
-        if p.postgres_backup_destination:
+        if p.postgres_backup_destination and access is not None:
             k8s.apiextensions.CustomResource(
                 f"{name}-backup",
                 api_version="postgresql.cnpg.io/v1",
                 kind="ScheduledBackup",
                 metadata={"name": f"{CLUSTER_NAME}-base", "namespace": ns, "labels": labels("postgres")},
                 spec={"schedule": p.postgres_backup_schedule, "cluster": {"name": CLUSTER_NAME},
-                      "backupOwnerReference": "self", "method": "barmanObjectStore", "immediate": True},
+                      "backupOwnerReference": "self", "method": "plugin",
+                      "pluginConfiguration": {"name": BARMAN_PLUGIN}, "immediate": True},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
+        _pod_monitor(f"{name}-monitor", ns, pulumi.ResourceOptions(parent=self, depends_on=[args.monitoring_release]))
         self.service_host = f"{CLUSTER_NAME}-rw.{ns}.svc"
         self.database_url = pulumi.Output.secret(
             password.result.apply(lambda pw: f"postgresql://{OWNER}:{pw}@{self.service_host}:5432/{DATABASE}")
         )
         self.register_outputs({"host": self.service_host})
 
+    def _backup_plugin(self, name: str, operator_ns: k8s.core.v1.Namespace, operator: pulumi.Resource) -> pulumi.Resource:
+        """cert-manager, then the Barman Cloud plugin in the operator's namespace (the plugin's
+        docs require it there); the plugin's release waits for cert-manager's, whose webhook must
+        answer before the plugin's Certificates can be created."""
+        certs = chart("cert-manager")
+        certs_ns = chart_namespace(f"{name}-cert-manager-namespace", certs, "restricted", self)
+        cert_manager = pinned_release(f"{name}-cert-manager", certs, certs.values, self, [certs_ns])
+        plugin = chart("plugin-barman-cloud")
+        return pinned_release(f"{name}-backup-plugin", plugin, plugin.values, self, [operator_ns, operator, cert_manager])
 
-def _object_store(destination: str, access: BucketAccess) -> dict:
-    """Base backups and WAL to object storage as the stack's cloud identity."""
-    return {"destinationPath": destination, **access.barman_credentials(destination), "wal": {"compression": "gzip"},
-            "data": {"compression": "gzip"}}
+    def _object_store(self, name: str, p: PlatformPlan, access: BucketAccess, plugin: pulumi.Resource) -> pulumi.Resource:
+        """Where base backups and WAL go, as the stack's cloud identity; the retention window lives
+        here with the plugin (the in-tree backup kept it on the Cluster)."""
+        destination = str(p.postgres_backup_destination)
+        return k8s.apiextensions.CustomResource(
+            f"{name}-object-store",
+            api_version="barmancloud.cnpg.io/v1",
+            kind="ObjectStore",
+            metadata={"name": OBJECT_STORE, "namespace": p.namespace, "labels": labels("postgres")},
+            spec={
+                "configuration": {"destinationPath": destination, **access.barman_credentials(destination),
+                                  "wal": {"compression": "gzip"}, "data": {"compression": "gzip"}},
+                "retentionPolicy": f"{p.postgres_backup_retention_days}d",
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[plugin]),
+        )
+
+
+def _archiving(access: BucketAccess) -> dict[str, Any]:
+    """The Cluster's side of the plugin: it archives WAL, and the instance pods, where the
+    plugin's sidecar runs, carry the workload identity (docs/decisions.md: Bucket readers act
+    as one declared identity)."""
+    fields: dict[str, Any] = {"plugins": [
+        {"name": BARMAN_PLUGIN, "isWALArchiver": True, "parameters": {"barmanObjectName": OBJECT_STORE}},
+    ]}
+    if access.annotations:
+        fields["serviceAccountTemplate"] = {"metadata": {"annotations": access.annotations}}
+    return fields
+
+
+def _pod_monitor(resource_name: str, namespace: str, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    """Prometheus scrapes every instance's exporter, with the selector the operator's own
+    PodMonitor used (CloudNativePG 1.30, pkg/specs/podmonitor.go)."""
+    return k8s.apiextensions.CustomResource(
+        resource_name,
+        api_version="monitoring.coreos.com/v1",
+        kind="PodMonitor",
+        metadata={"name": POD_MONITOR, "namespace": namespace, "labels": labels("monitoring")},
+        spec={
+            "selector": {"matchLabels": {"cnpg.io/cluster": CLUSTER_NAME, "cnpg.io/podRole": "instance"}},
+            "podMetricsEndpoints": [{"port": METRICS_PORT, "path": "/metrics"}],
+            "namespaceSelector": {"matchNames": [namespace]},
+        },
+        opts=opts,
+    )

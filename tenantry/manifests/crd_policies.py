@@ -12,6 +12,7 @@ from tenantry.pins import chart
 CRD_CHARTS = {
     "monitoring.coreos.com": "kube-prometheus-stack",
     "postgresql.cnpg.io": "cloudnative-pg",
+    "barmancloud.cnpg.io": "plugin-barman-cloud",
     "nvidia.com": "gpu-operator",
     "nfd.k8s-sigs.io": "gpu-operator",  # its node-feature-discovery subchart
 }

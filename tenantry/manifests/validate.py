@@ -66,10 +66,16 @@ def _cnpg_cluster(obj: dict[str, Any], where: str, problems: list[str]) -> None:
     initdb = (spec.get("bootstrap") or {}).get("initdb") or {}
     _require(problems, where, bool(initdb.get("database") and initdb.get("owner") and (initdb.get("secret") or {}).get("name")),
              "spec.bootstrap.initdb needs database, owner and secret.name")
-    store = (spec.get("backup") or {}).get("barmanObjectStore")
-    if store is not None:
-        _require(problems, where, str(store.get("destinationPath", "")).startswith(("s3://", "gs://")),
-                 "backup.barmanObjectStore.destinationPath must be s3:// or gs://")
+    _require(problems, where, "barmanObjectStore" not in (spec.get("backup") or {}),
+             "spec.backup.barmanObjectStore is removed in CloudNativePG 1.31: use the Barman Cloud plugin "
+             "(spec.plugins and an ObjectStore)")
+    _require(problems, where, "enablePodMonitor" not in (spec.get("monitoring") or {}),
+             "spec.monitoring.enablePodMonitor is deprecated: render a PodMonitor instead")
+    for i, plugin in enumerate(spec.get("plugins") or []):
+        _require(problems, where, bool(plugin.get("name")), f"spec.plugins[{i}].name is required")
+        if plugin.get("isWALArchiver"):
+            _require(problems, where, bool((plugin.get("parameters") or {}).get("barmanObjectName")),
+                     f"spec.plugins[{i}].parameters.barmanObjectName must name the ObjectStore")
 
 
 def _scheduled_backup(obj: dict[str, Any], where: str, problems: list[str]) -> None:
@@ -77,15 +83,48 @@ def _scheduled_backup(obj: dict[str, Any], where: str, problems: list[str]) -> N
     _require(problems, where, len(str(spec.get("schedule", "")).split()) == 6,
              "spec.schedule must be a six-field cron (seconds first)")
     _require(problems, where, bool((spec.get("cluster") or {}).get("name")), "spec.cluster.name is required")
-    _require(problems, where, spec.get("method", "barmanObjectStore") in ("barmanObjectStore", "volumeSnapshot", "plugin"),
-             "spec.method is unknown")
+    _require(problems, where, spec.get("method", "barmanObjectStore") in ("volumeSnapshot", "plugin"),
+             "spec.method must be plugin or volumeSnapshot (barmanObjectStore is removed in CloudNativePG 1.31)")
+    if spec.get("method") == "plugin":
+        _require(problems, where, bool((spec.get("pluginConfiguration") or {}).get("name")),
+                 "spec.pluginConfiguration.name must name the plugin")
+
+
+def _object_store(obj: dict[str, Any], where: str, problems: list[str]) -> None:
+    """The Barman Cloud plugin's ObjectStore (config/crd/bases/barmancloud.cnpg.io_objectstores.yaml, v0.13.0)."""
+    spec = obj.get("spec") or {}
+    configuration = spec.get("configuration") or {}
+    _require(problems, where, str(configuration.get("destinationPath", "")).startswith(("s3://", "gs://")),
+             "spec.configuration.destinationPath must be s3:// or gs://")
+    _require(problems, where, "serverName" not in configuration,
+             "spec.configuration.serverName must be empty (the plugin parameter serverName replaces it)")
+    _require(problems, where, bool(re.match(r"^[1-9][0-9]*[dwm]$", str(spec.get("retentionPolicy", "1d")))),
+             "spec.retentionPolicy must be a number and d, w or m")
+    unknown = set(spec) - {"configuration", "retentionPolicy", "instanceSidecarConfiguration"}
+    _require(problems, where, not unknown, f"unknown fields {sorted(unknown)}")
+
+
+def _pod_monitor(obj: dict[str, Any], where: str, problems: list[str]) -> None:
+    spec = obj.get("spec") or {}
+    _require(problems, where, bool((spec.get("selector") or {}).get("matchLabels")),
+             "spec.selector.matchLabels must name the pods' labels")
+    endpoints = spec.get("podMetricsEndpoints")
+    _require(problems, where, isinstance(endpoints, list) and endpoints, "spec.podMetricsEndpoints must be a non-empty list")
+    for i, endpoint in enumerate(endpoints or []):
+        _require(problems, where, isinstance(endpoint.get("port"), str), f"spec.podMetricsEndpoints[{i}].port must be a port name")
+        _require(problems, where, str(endpoint.get("path", "/")).startswith("/"),
+                 f"spec.podMetricsEndpoints[{i}].path must start with /")
+    unknown = set(spec) - {"selector", "podMetricsEndpoints", "namespaceSelector", "jobLabel", "podTargetLabels"}
+    _require(problems, where, not unknown, f"unknown fields {sorted(unknown)}")
 
 
 CUSTOM_RESOURCES: dict[tuple[str, str], Callable[[dict[str, Any], str, list[str]], None]] = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): _service_monitor,
     ("monitoring.coreos.com/v1", "PrometheusRule"): _prometheus_rule,
+    ("monitoring.coreos.com/v1", "PodMonitor"): _pod_monitor,
     ("postgresql.cnpg.io/v1", "Cluster"): _cnpg_cluster,
     ("postgresql.cnpg.io/v1", "ScheduledBackup"): _scheduled_backup,
+    ("barmancloud.cnpg.io/v1", "ObjectStore"): _object_store,
 }
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pydantic import field_validator
+
+from tenantry.pins import supported_kubernetes
 from tenantry.spec.fields import (
     KUBERNETES_VERSION_PATTERN,
     Name,
@@ -41,9 +44,20 @@ class NodePoolSpec(SpecModel):
 
 class ClusterSpec(SpecModel):
     kubernetes_version: str = field(
-        "1.31",
-        description="Kubernetes minor version of the target cluster (quoted: \"1.31\"); manifests are "
-        "validated against its schemas.",
+        "1.35",
+        description="Kubernetes minor version of the target cluster (quoted: \"1.35\"); manifests are "
+        "validated against its schemas. Must be one every pinned component supports ({} to {}: "
+        "tenantry/pins.py KUBERNETES_SUPPORT).".format(*supported_kubernetes()),
         pattern=KUBERNETES_VERSION_PATTERN,
     )
     node_pools: list[NodePoolSpec] = field(description="The cluster's GPU node pools.", min_length=1)
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _supported_by_every_pin(cls, version: str) -> str:
+        oldest, newest = supported_kubernetes()
+        if not int(oldest.split(".")[1]) <= int(version.split(".")[1]) <= int(newest.split(".")[1]):
+            raise ValueError(f"{version} is outside {oldest} to {newest}, the Kubernetes versions every pinned "
+                             "component supports (tenantry/pins.py KUBERNETES_SUPPORT); upgrade the cluster or "
+                             "pick a version in that range")
+        return version

@@ -56,9 +56,17 @@ def test_a_release_of_another_chart_does_not_count():
 
 
 def test_a_custom_resource_no_pinned_chart_defines_is_reported():
+    route = Resource("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute", "route", {"metadata": {"name": "r"}}, "u")
+    assert rules.custom_resources_wait_for_their_crds([route]) == [
+        "HTTPRoute r is a gateway.networking.k8s.io custom resource that no pinned chart is known to define"]
+
+
+def test_an_object_store_waits_for_the_barman_cloud_plugin():
+    plugin = dataclasses.replace(RELEASE, props={"chart": "plugin-barman-cloud"}, urn="plugin")
     store = Resource("kubernetes:barmancloud.cnpg.io/v1:ObjectStore", "store", {"metadata": {"name": "s"}}, "u")
     assert rules.custom_resources_wait_for_their_crds([store]) == [
-        "ObjectStore s is a barmancloud.cnpg.io custom resource that no pinned chart is known to define"]
+        "ObjectStore s does not depend on the Helm release of plugin-barman-cloud, which installs its CRD"]
+    assert rules.custom_resources_wait_for_their_crds([plugin, dataclasses.replace(store, dependencies=("plugin",))]) == []
 
 
 def test_built_in_kinds_and_components_need_no_release():
@@ -75,7 +83,7 @@ def resources(request):
 
 def test_every_custom_resource_of_every_stack_waits_for_its_crd(resources):
     custom = [r for r in resources if rules._api_group(r) in rules.CRD_CHARTS]
-    assert {r.kind for r in custom} >= {"ServiceMonitor", "Cluster"}
+    assert {r.kind for r in custom} >= {"ServiceMonitor", "PodMonitor", "Cluster"}
     assert rules.custom_resources_wait_for_their_crds(resources) == []
 
 
@@ -86,7 +94,9 @@ def test_the_rendering_records_each_resources_urn_parent_and_dependencies(resour
         assert resource.parent is None or resource.parent in by_urn, resource
         assert set(resource.dependencies) <= set(by_urn), resource
     cluster = next(r for r in resources if r.kind == "Cluster")
-    assert {by_urn[d].name for d in cluster.dependencies} == {"tenantry-postgres-operator", "tenantry-postgres-owner"}
+    backed_up = any(r.kind == "ObjectStore" for r in resources)
+    assert {by_urn[d].name for d in cluster.dependencies} == {
+        "tenantry-postgres-operator", "tenantry-postgres-owner", *(["tenantry-postgres-object-store"] if backed_up else [])}
 
 
 def test_dropping_a_monitors_dependency_is_caught(resources):

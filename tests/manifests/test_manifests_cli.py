@@ -17,13 +17,14 @@ def test_manifests_writes_valid_manifests(tmp_path, capsys):
     assert "valid" in capsys.readouterr().out
     files = sorted(out.rglob("*.yaml"))
     objects = [yaml.safe_load(f.read_text()) for f in files if f.parent.name != "releases"]
-    built_in = [o for o in objects if not o["apiVersion"].startswith(("monitoring.coreos.com", "postgresql.cnpg.io"))]
+    built_in = [o for o in objects
+                if not o["apiVersion"].startswith(("monitoring.coreos.com", "postgresql.cnpg.io", "barmancloud.cnpg.io"))]
     for obj in built_in:
-        kubernetes_validate.validate(obj, "1.31", strict=True)
+        kubernetes_validate.validate(obj, "1.35", strict=True)
     assert {o["kind"] for o in objects} >= {"Deployment", "Service", "NetworkPolicy", "Namespace", "ResourceQuota",
-                                            "ServiceMonitor", "Cluster", "Job", "Node"}
+                                            "ServiceMonitor", "PodMonitor", "Cluster", "ObjectStore", "Job", "Node"}
     releases = {yaml.safe_load(f.read_text())["chart"] for f in (out / "releases").glob("*.yaml")}
-    assert releases == {"gpu-operator", "kube-prometheus-stack", "cloudnative-pg"}
+    assert releases == {"gpu-operator", "kube-prometheus-stack", "cloudnative-pg", "cert-manager", "plugin-barman-cloud"}
     assert not any("mock-secret-" in f.read_text() for f in files)
 
 
@@ -61,8 +62,9 @@ def test_rendered_manifests_pass_the_kubernetes_validate_command(tmp_path):
     assert main(["manifests", "stacks/h100x8-shared-70b.yaml", "--out", str(tmp_path)]) == 0
     files = sorted(str(p) for p in tmp_path.rglob("*.yaml") if p.parent.name != "releases")
     cli = Path(sys.executable).parent / "kubernetes-validate"
-    result = subprocess.run([str(cli), "--strict", "-k", "1.31", *files], capture_output=True, text=True, check=False)
+    result = subprocess.run([str(cli), "--strict", "-k", "1.35", *files], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     # Only the custom resources lack a schema; tenantry checks those structurally.
     warned = [line for line in result.stdout.splitlines() if line.startswith("WARN")]
-    assert all(("ServiceMonitor" in w or "postgresql.cnpg.io" in w) for w in warned), warned
+    assert all(any(kind in w for kind in ("ServiceMonitor", "PodMonitor", "postgresql.cnpg.io", "barmancloud.cnpg.io"))
+               for w in warned), warned
