@@ -166,13 +166,20 @@ def test_policy_pack_sees_secrets_behind_pulumi_policys_proxies():
 
 
 def test_policy_pack_program_compiles_and_lists_every_rule():
+    """The pack runs every rule `tenantry manifests` runs (checks.py), each under its own name."""
     import ast
     from pathlib import Path
 
-    source = (Path(__file__).resolve().parents[2] / "policy" / "__main__.py").read_text()
-    tree = ast.parse(source)
-    names = {node.args[0].value for node in ast.walk(tree)
-             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_stack_rule"}
-    assert names == {"tenant-namespaces-isolated", "engines-only-from-gateway", "requests-and-limits",
-                     "versions-pinned", "no-plain-secrets", "tp-never-on-mig", "engines-match-plan",
-                     "engine-volumes-hold-checkpoint", "custom-resources-after-crds"}
+    root = Path(__file__).resolve().parents[2]
+    pack = ast.parse((root / "policy" / "__main__.py").read_text())
+    checks = ast.parse((root / "tenantry" / "manifests" / "checks.py").read_text())
+
+    def rules_called(tree: ast.AST) -> set[str]:
+        return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name) and node.value.id.endswith(("policies", "rules"))}
+
+    names = [node.args[0].value for node in ast.walk(pack)
+             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_stack_rule"]
+    assert len(names) == len(set(names)), names
+    assert rules_called(checks) - {"Resource"} <= rules_called(pack), "a rule checks.py runs is missing from the pack"
+    assert len(names) >= 13
