@@ -182,4 +182,3 @@ def test_policy_pack_program_compiles_and_lists_every_rule():
              if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_stack_rule"]
     assert len(names) == len(set(names)), names
     assert rules_called(checks) - {"Resource"} <= rules_called(pack), "a rule checks.py runs is missing from the pack"
-    assert len(names) >= 13
