@@ -41,13 +41,14 @@ class CloudIdentitySpec(SpecModel):
     )
     aws_role_arn: str | None = field(
         None, description="provider aws: the IAM role the pods assume (arn:aws:iam::<account>:role/<name>); its "
-        "trust policy must name the service account tenantry-buckets in the platform namespace.",
+        "trust policy must name the service accounts tenantry-buckets (fetchers) and tenantry-postgres (PostgreSQL's "
+        "instances, named by CloudNativePG after the cluster) in the platform namespace.",
         pattern=AWS_ROLE_ARN_PATTERN,
     )
     gcp_service_account: str | None = field(
         None, description="provider gcp: the Google service account the pods act as "
         "(<name>@<project>.iam.gserviceaccount.com); it must grant roles/iam.workloadIdentityUser to "
-        "the Kubernetes service account tenantry-buckets in the platform namespace.",
+        "the Kubernetes service accounts tenantry-buckets and tenantry-postgres in the platform namespace.",
         pattern=GCP_SERVICE_ACCOUNT_PATTERN,
     )
     credentials_secret: Name | None = field(
