@@ -14,7 +14,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyPack, StackValidationArgs, StackValidationPolicy
 
-from tenantry.manifests import bucket_policies, crd_policies, engine_policies
+from tenantry.manifests import bucket_policies, cluster_policies, crd_policies, engine_policies
 from tenantry.manifests import policies as rules
 from tenantry.manifests.resources import Resource, from_policy_props
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
@@ -69,10 +69,18 @@ PolicyPack(
                     _against_the_plan(engine_policies.engines_match_the_plan)),
         _stack_rule("custom-resources-after-crds", "Every custom resource depends on the Helm release that "
                     "installs its CRD.", crd_policies.custom_resources_wait_for_their_crds),
-        _stack_rule("engine-volumes-hold-checkpoint", "An engine's download volume holds the checkpoint it "
-                    "downloads (bf16 when quantised on load).",
+        _stack_rule("engine-volumes-hold-checkpoint", "An engine's weights cache claim holds the checkpoint "
+                    "fetched (bf16 when quantised on load).",
                     _against_the_plan(engine_policies.engine_volumes_hold_their_checkpoint)),
+        _stack_rule("engines-fetch-nothing-at-start", "Engines run with the Hub offline, without init containers, "
+                    "from read-only cache claims a Job they wait for fills; runtime LoRA updating stays off.",
+                    _against_the_plan(engine_policies.engines_fetch_nothing_at_start)),
         _stack_rule("bucket-readers-have-identity", "Every pod that reads or writes a bucket runs as the stack's "
                     "declared cloud identity.", _against_the_plan(bucket_policies.bucket_readers_have_an_identity)),
+        _stack_rule("node-patches-leave-taints", "NodePatches force their labels and never set the taint list, "
+                    "which other managers own.", cluster_policies.node_patches_leave_taints_alone),
+        _stack_rule("autoscalers-have-metrics-api", "Autoscalers on CPU or memory wait for the metrics-server "
+                    "release, or the cluster serves metrics.k8s.io itself.",
+                    _against_the_plan(cluster_policies.autoscalers_have_a_metrics_api)),
     ],
 )

@@ -25,6 +25,7 @@ SECTIONS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("top level", schema.Spec),
     ("cluster", schema.ClusterSpec),
     ("cluster.node_pools[]", schema.NodePoolSpec),
+    ("cluster.gpu_operator", schema.GpuOperatorSpec),
     ("engines[]", schema.EngineSpec),
     ("engines[].placement", schema.PlacementSpec),
     ("engines[].architecture", schema.ArchitectureSpec),
@@ -46,6 +47,7 @@ SECTIONS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("platform", schema.PlatformSpec),
     ("platform.postgres", schema.PostgresSpec),
     ("platform.cloud_identity", schema.CloudIdentitySpec),
+    ("platform.model_cache", schema.ModelCacheSpec),
 )
 
 

@@ -61,6 +61,8 @@ class GatewayArgs:
     """Where the tenant-policy plugin reads the engines' live load."""
     monitoring_release: pulumi.Resource
     """The Helm release that installs the ServiceMonitor CRD."""
+    metrics_release: pulumi.Resource | None = None
+    """The Helm release that serves metrics.k8s.io, when the Plan installs one (cluster.metrics_api)."""
 
 
 class Gateway(pulumi.ComponentResource):
@@ -119,6 +121,12 @@ class Gateway(pulumi.ComponentResource):
             spec={"minAvailable": max(1, replicas - 1), "selector": {"matchLabels": SELECTOR}},
             opts=child,
         )
+        # It reads CPU from metrics.k8s.io: where tenantry installs that API, it waits for
+        # the release (docs/decisions.md: The gateway's autoscaler reads metrics-server).
+        if args.plan.cluster.metrics_api == "install" and args.metrics_release is None:
+            raise ValueError("the plan installs metrics-server (cluster.metrics_api) but the gateway was not given "
+                             "its release")
+        depends = [args.metrics_release] if args.metrics_release is not None else []
         k8s.autoscaling.v2.HorizontalPodAutoscaler(
             f"{name}-hpa",
             metadata={"name": NAME, "namespace": args.namespace, "labels": pod_labels},
@@ -130,7 +138,7 @@ class Gateway(pulumi.ComponentResource):
                 "metrics": [{"type": "Resource", "resource": {
                     "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}],
             },
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
 
     def _reconciler(self, name: str, args: GatewayArgs) -> None:

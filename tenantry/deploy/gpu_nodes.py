@@ -1,5 +1,12 @@
-"""GPU nodes: each pool's nodes labelled and tainted, the NVIDIA GPU Operator
-installed, and its MIG manager told how to carve each pool."""
+"""GPU nodes: each pool's nodes labelled, the NVIDIA GPU Operator installed
+with the settings the Plan decided for where the cluster runs, and its MIG
+manager told how to carve each pool.
+
+Taints are never patched: Node.spec.taints is an atomic list under
+server-side apply, so a NodePatch would own the whole list, conflict with the
+kubelet or cloud that registered the node's taints, or, forced, remove them.
+Nodes are registered with the pool's taint instead (docs/decisions.md: Node
+taints come from registration, labels from NodePatch)."""
 
 from __future__ import annotations
 
@@ -12,11 +19,14 @@ import yaml
 
 from tenantry.deploy.common import POOL_LABEL, chart_namespace, labels, pinned_release
 from tenantry.pins import chart
-from tenantry.plan.model import PoolPlan
+from tenantry.plan.model import GpuOperatorPlan, PoolPlan
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_PARTED_CONFIGMAP = "tenantry-mig-parted"
 WHOLE_GPUS = "all-disabled"
+FIELD_MANAGER = "tenantry-gpu-nodes"
+"""The server-side apply field manager of every NodePatch: named, so `kubectl get node
+--show-managed-fields` says who owns the labels, and a stack rebuilt from scratch owns them again."""
 """mig-parted's configuration for nodes whose GPUs stay whole."""
 
 
@@ -43,10 +53,35 @@ def mig_parted_config(pools: tuple[PoolPlan, ...]) -> dict[str, Any]:
     return {"version": "v1", "mig-configs": configs}
 
 
+def node_patch_metadata(node: str, node_labels: dict[str, str]) -> dict[str, Any]:
+    """Labels only, forced: a label map is owned key by key, so forcing takes over just
+    these keys (say the GPU Operator's own mig.config default) and leaves every other
+    label, and the taints, to their managers."""
+    return {"name": node, "labels": node_labels,
+            "annotations": {"pulumi.com/patchForce": "true", "pulumi.com/patchFieldManager": FIELD_MANAGER}}
+
+
+def operator_overrides(operator: GpuOperatorPlan) -> dict[str, Any]:
+    """The chart values that depend on where the cluster runs (chart v26.3.3 keys;
+    docs/decisions.md: GPU Operator settings follow the environment)."""
+    toolkit: dict[str, Any] = {"enabled": operator.container_toolkit == "operator",
+                               "installDir": operator.toolkit_install_dir}
+    if operator.toolkit_runtime_config_from_file:
+        toolkit["env"] = [{"name": "RUNTIME_CONFIG_SOURCE", "value": "file"}]
+    return {
+        "driver": {"enabled": operator.driver == "operator"},
+        "toolkit": toolkit,
+        "hostPaths": {"driverInstallDir": operator.driver_install_dir},
+        "operator": {"runtimeClass": operator.runtime_class},
+        "migManager": {"env": [{"name": "WITH_REBOOT", "value": "true" if operator.mig_reboot else "false"}]},
+    }
+
+
 @dataclass(frozen=True)
 class GpuNodesArgs:
     pools: tuple[PoolPlan, ...]
     mig_strategy: str
+    operator: GpuOperatorPlan
 
 
 class GpuNodes(pulumi.ComponentResource):
@@ -61,13 +96,7 @@ class GpuNodes(pulumi.ComponentResource):
             if pool.gpu != "CPU":
                 node_labels[MIG_CONFIG_LABEL] = pool.mig_config or WHOLE_GPUS
             for node in pool.node_names or ():
-                # Engines of this pool tolerate the taint; nothing else lands here.
-                k8s.core.v1.NodePatch(
-                    f"{name}-{node}",
-                    metadata={"name": node, "labels": node_labels},
-                    spec={"taints": [{"key": POOL_LABEL, "value": pool.name, "effect": "NoSchedule"}]},
-                    opts=child,
-                )
+                k8s.core.v1.NodePatch(f"{name}-{node}", metadata=node_patch_metadata(node, node_labels), opts=child)
 
         self.operator: k8s.helm.v3.Release | None = None
         if gpu_pools:
@@ -75,7 +104,8 @@ class GpuNodes(pulumi.ComponentResource):
             # The operator's daemonsets (driver, toolkit, device plugin) need host access.
             namespace = chart_namespace(f"{name}-namespace", pin, "privileged", self)
             depends: list[pulumi.Resource] = [namespace]
-            overrides: dict[str, Any] = {"mig": {"strategy": args.mig_strategy if carved else "none"}}
+            overrides = deep_merge(operator_overrides(args.operator),
+                                   {"mig": {"strategy": args.mig_strategy if carved else "none"}})
             if carved:
                 config = k8s.core.v1.ConfigMap(
                     f"{name}-mig-parted",
@@ -84,6 +114,6 @@ class GpuNodes(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
                 )
                 depends.append(config)
-                overrides["migManager"] = {"config": {"name": MIG_PARTED_CONFIGMAP}}
+                overrides = deep_merge(overrides, {"migManager": {"config": {"name": MIG_PARTED_CONFIGMAP}}})
             self.operator = pinned_release(f"{name}-operator", pin, deep_merge(pin.values, overrides), self, depends)
         self.register_outputs({"mig_strategy": args.mig_strategy})

@@ -16,7 +16,9 @@ from tenantry.deploy.common import COMPONENT_LABEL, labels
 from tenantry.deploy.engine import ENGINE_PRIORITY_CLASS, Engine, EngineArgs
 from tenantry.deploy.gateway import GATEWAY_PRIORITY_CLASS, Gateway, GatewayArgs
 from tenantry.deploy.gpu_nodes import GpuNodes, GpuNodesArgs
+from tenantry.deploy.metrics_api import MetricsApi, MetricsApiArgs
 from tenantry.deploy.identity import bucket_access, bucket_service_account
+from tenantry.deploy.model_cache import egress_policies, fetches_from_hub, hub_token_secret
 from tenantry.deploy.observability import Observability, ObservabilityArgs
 from tenantry.deploy.postgres import CLUSTER_NAME, DATA_PRIORITY_CLASS, Postgres, PostgresArgs
 from tenantry.deploy.redis import Redis, RedisArgs
@@ -38,6 +40,8 @@ PRIORITY_CLASSES = {
 class PlatformArgs:
     plan: Plan
     observability: ObservabilityArgs = ObservabilityArgs()
+    hub_token: pulumi.Input[str] | None = None
+    """Pulumi config tenantry:hfToken (a secret): the Hub token of the Jobs that fill the model caches from the Hub."""
 
 
 class Platform(pulumi.ComponentResource):
@@ -49,19 +53,24 @@ class Platform(pulumi.ComponentResource):
         namespace = self._priority_classes_and_namespace(name, ns)
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
 
-        GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy), child)
+        GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy, plan.cluster.gpu_operator), child)
+        metrics_api = MetricsApi(f"{name}-metrics", MetricsApiArgs(plan.cluster.metrics_api), child)
         self.bucket_service_account = bucket_service_account(f"{name}-buckets", plan.platform, in_namespace)
         observability = Observability(f"{name}-observability", args.observability, child)
         postgres = Postgres(f"{name}-postgres", PostgresArgs(plan.platform, IMAGES["postgres"], observability.release),
                             in_namespace)
         redis = Redis(f"{name}-redis", RedisArgs(ns, IMAGES["redis"]), in_namespace)
+        hub_token = (hub_token_secret(f"{name}-hf-token", ns, args.hub_token, in_namespace)
+                     if args.hub_token is not None and fetches_from_hub(plan) else None)
         engines = {
             e.name: Engine(
                 f"{name}-engine-{e.name}",
                 EngineArgs(e, ns, IMAGES["vllm-cpu" if e.placement == "cpu" else "vllm"], IMAGES["rclone"],
-                           plan.platform.storage_class, monitoring_release=observability.release,
+                           cache_access_mode=plan.platform.model_cache_access_mode,
+                           cache_storage_class=plan.platform.model_cache_storage_class, hub_token=hub_token,
+                           monitoring_release=observability.release,
                            scrape_interval_seconds=plan.gateway.engine_scrape_interval_seconds,
-                           bucket_access=bucket_access(plan.platform)),
+                           bucket_access=bucket_access(plan.platform), bucket_account=self.bucket_service_account),
                 in_namespace,
             )
             for e in plan.engines
@@ -78,6 +87,7 @@ class Platform(pulumi.ComponentResource):
                 # The chart's Prometheus Service, named from its release.
                 prometheus_url=f"http://kube-prometheus-stack-prometheus.{observability.namespace}.svc:9090",
                 monitoring_release=observability.release,
+                metrics_release=metrics_api.release,
             ),
             in_namespace,
         )
@@ -90,6 +100,7 @@ class Platform(pulumi.ComponentResource):
             for t in plan.tenants
         ]
         self._network_policies(name, ns, observability.namespace, in_namespace)
+        egress_policies(name, ns, plan.platform, in_namespace)
         self.gateway_url = gateway.url
         self.register_outputs({"gateway_url": self.gateway_url, "tenant_namespaces": self.tenant_namespaces})
 

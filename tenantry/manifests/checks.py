@@ -4,7 +4,7 @@ environment)."""
 
 from __future__ import annotations
 
-from tenantry.manifests import bucket_policies, crd_policies, engine_policies
+from tenantry.manifests import bucket_policies, cluster_policies, crd_policies, engine_policies
 from tenantry.manifests import policies as rules
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
 from tenantry.manifests.offline import Rendering
@@ -30,7 +30,10 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *engine_policies.engines_match_the_plan(resources, plan),
         *crd_policies.custom_resources_wait_for_their_crds(resources),
         *engine_policies.engine_volumes_hold_their_checkpoint(resources, plan),
+        *engine_policies.engines_fetch_nothing_at_start(resources, plan),
         *bucket_policies.bucket_readers_have_an_identity(resources, plan),
+        *cluster_policies.node_patches_leave_taints_alone(resources),
+        *cluster_policies.autoscalers_have_a_metrics_api(resources, plan),
     ]
 
 

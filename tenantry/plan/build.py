@@ -13,10 +13,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from tenantry.plan.cluster import plan_cluster
 from tenantry.plan.engines import plan_engine
 from tenantry.plan.model import CloudIdentityPlan, EnginePlan, FallbackPlan, GatewayPlan, Plan, PlatformPlan
 from tenantry.plan.notes import Notes
 from tenantry.plan.placement import plan_pool
+from tenantry.plan.pod import refuse_cache_claims_across_nodes
 from tenantry.plan.routes import group_routes, routes
 from tenantry.plan.tenants import FallbackGraph, plan_tenant
 from tenantry.spec.identity_checks import bucket_schemes
@@ -36,6 +38,8 @@ def plan(spec: Spec, stack: str) -> Plan:
         for i, engine in enumerate(spec.engines)
     )
     pools = tuple(plan_pool(i, pool, engines, notes) for i, pool in enumerate(spec.cluster.node_pools))
+    cluster = plan_cluster(spec, notes)
+    refuse_cache_claims_across_nodes(spec.platform.model_cache.access_mode, engines, pools, notes)
     reserved = _reserved_slots(engines)
     fallbacks = FallbackGraph.of(spec)
     tenants = tuple(plan_tenant(spec, t, by_tenant[t.name], reserved[t.name], fallbacks) for t in spec.tenants)
@@ -49,6 +53,7 @@ def plan(spec: Spec, stack: str) -> Plan:
         description=spec.description,
         kubernetes_version=spec.cluster.kubernetes_version,
         mig_strategy="mixed" if any(p.mig_layout for p in spec.cluster.node_pools) else "none",
+        cluster=cluster,
         pools=pools,
         engines=engines,
         tenants=tenants,
@@ -115,6 +120,8 @@ def _plan_platform(spec: Spec) -> PlatformPlan:
         postgres_backup_schedule=postgres.backup_schedule,
         postgres_backup_retention_days=postgres.backup_retention_days,
         cloud_identity=_plan_cloud_identity(spec),
+        model_cache_access_mode=spec.platform.model_cache.access_mode,
+        model_cache_storage_class=spec.platform.model_cache.storage_class or spec.platform.storage_class,
     )
 
 

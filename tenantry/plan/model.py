@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from tenantry.catalog.throughput import SizeClass
 from tenantry.findings import Finding
-from tenantry.spec.fields import BucketScheme, CloudIdentityProvider
+from tenantry.spec.fields import BucketScheme, CloudIdentityProvider, ModelCacheAccessMode
+from tenantry.spec.schema import ClusterEnvironment, GpuSoftwareSource, MetricsApiSource
 from tenantry.spec.schema import CacheIsolationMode, KvCacheDtype, LoraModule, Tier, TrafficProfile, WeightDtype
 
 PlacementKind = Literal["gpus", "mig", "cpu"]
@@ -72,7 +73,12 @@ class KvPlan:
     """2 x layers x KV heads x head dim x KV dtype bytes, the whole model."""
     bytes_per_token_per_gpu: int
     """The same on one GPU once KV heads are split by tensor parallelism."""
+    block_size: int
+    """Tokens per KV block (vLLM --block-size)."""
+    blocks_per_replica: int
+    """Whole blocks vLLM makes of memory.kv_bytes (its num_gpu_blocks)."""
     tokens_per_replica: int
+    """blocks_per_replica x block_size: the KV cache size vLLM reports."""
     max_context: int
     typical_context: int
     """Concurrency-weighted prompt + output of the tenants routed here."""
@@ -155,13 +161,15 @@ class PodPlan:
     shm_bytes: int
     """/dev/shm for the tensor-parallel workers (NCCL)."""
     download_bytes: int
-    """The checkpoint the engine downloads: the bf16 one when vLLM quantises it while loading."""
+    """The checkpoint fetched from the source: the bf16 one when vLLM quantises it while loading."""
     model_cache_bytes: int
-    """Per-replica volume the checkpoint is downloaded into."""
+    """The weights cache claim of the engine's model revision, filled once and mounted read-only by every replica."""
     adapter_store_bytes: int
-    """Volume the adapters are synced into before the engine starts."""
+    """The adapters cache claim, filled once per set of adapters and mounted read-only."""
     startup_seconds: int
-    """How long the startup probe waits: downloading and loading the checkpoint."""
+    """How long the startup probe waits: starting vLLM and reading the checkpoint from the cache claim."""
+    populate_seconds: int
+    """Deadline of each Job that fills a cache claim: fetching the checkpoint and the adapters."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,6 +182,8 @@ class EnginePlan:
     quantize_on_load: bool
     """True when vLLM quantises the catalog's bf16 checkpoint while loading it
     (fp8 without a quantised `source`); the bf16 weights must then fit first."""
+    gated: bool
+    """`source` is a gated Hub repository: fetching it needs a Hub token (Pulumi config tenantry:hfToken)."""
     kv_cache_dtype: KvCacheDtype
     pool: str
     gpu: str
@@ -290,6 +300,37 @@ class PlatformPlan:
     postgres_backup_schedule: str
     postgres_backup_retention_days: int
     cloud_identity: CloudIdentityPlan | None
+    model_cache_access_mode: ModelCacheAccessMode
+    """Access mode of the claims engines' weights and adapters are cached in."""
+    model_cache_storage_class: str | None
+    """StorageClass of those claims (None: the cluster's default)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuOperatorPlan:
+    """The GPU Operator's settings that depend on where the cluster runs
+    (docs/decisions.md: GPU Operator settings follow the environment)."""
+
+    driver: GpuSoftwareSource
+    """operator: its driver container (driver.enabled); preinstalled: the node image's driver."""
+    container_toolkit: GpuSoftwareSource
+    mig_reboot: bool
+    """The MIG manager's WITH_REBOOT: it may reboot a node whose MIG mode change needs one."""
+    driver_install_dir: str
+    """hostPaths.driverInstallDir: where the operator's components find the driver."""
+    toolkit_install_dir: str
+    runtime_class: str
+    """operator.runtimeClass: the nodes' NVIDIA runtime handler."""
+    toolkit_runtime_config_from_file: bool
+    """The toolkit reads containerd's config from its file (RUNTIME_CONFIG_SOURCE=file)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterPlan:
+    environment: ClusterEnvironment
+    gpu_operator: GpuOperatorPlan
+    metrics_api: MetricsApiSource
+    """install: tenantry installs metrics-server; present: the cluster serves metrics.k8s.io already."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,6 +339,7 @@ class Plan:
     description: str
     kubernetes_version: str
     mig_strategy: MigStrategy
+    cluster: ClusterPlan
     pools: tuple[PoolPlan, ...]
     engines: tuple[EnginePlan, ...]
     tenants: tuple[TenantPlan, ...]

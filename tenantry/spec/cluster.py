@@ -1,4 +1,5 @@
-"""The cluster: its Kubernetes version and GPU node pools."""
+"""The cluster: where it runs, its Kubernetes version, its GPU node pools and how
+the GPU Operator and the metrics API meet them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from pydantic import field_validator
 from tenantry.pins import supported_kubernetes
 from tenantry.spec.fields import (
     KUBERNETES_VERSION_PATTERN,
+    ClusterEnvironment,
+    GpuSoftwareSource,
+    MetricsApiSource,
     Name,
     NodeName,
     SpecModel,
@@ -36,13 +40,42 @@ class NodePoolSpec(SpecModel):
     )
     node_names: list[NodeName] | None = field(
         None,
-        description="Kubernetes names of the pool's nodes; tenantry labels and taints them. Omit when the "
-        "nodes already carry the label tenantry.io/pool=<name> and the matching taint (Ansible sets both).",
+        description="Kubernetes names of the pool's nodes; tenantry labels them (tenantry.io/pool=<name> and "
+        "the MIG layout). tenantry never patches taints: register the nodes with the taint "
+        "tenantry.io/pool=<name>:NoSchedule (kubelet registerWithTaints, or the node pool's taints). Omit when the "
+        "nodes already carry the label (Ansible sets label and taint).",
         min_length=1, max_length=1000,
     )
 
 
+class GpuOperatorSpec(SpecModel):
+    """How the NVIDIA GPU Operator meets the GPU nodes. Every field left out follows
+    cluster.environment (docs/decisions.md: GPU Operator settings follow the environment)."""
+
+    driver: GpuSoftwareSource | None = field(
+        None,
+        description="Who installs the NVIDIA driver: operator (its driver container) or preinstalled (the node "
+        "image has it). Default: operator on bare-metal; preinstalled on eks (EKS accelerated AMIs), gke (Google's "
+        "driver installer) and aks (AKS GPU node images).",
+    )
+    container_toolkit: GpuSoftwareSource | None = field(
+        None,
+        description="Who installs the NVIDIA Container Toolkit: operator or preinstalled. Default: operator on "
+        "bare-metal and gke; preinstalled on eks and aks, whose GPU images ship it.",
+    )
+    mig_reboot: bool | None = field(
+        None,
+        description="Whether the MIG manager may reboot a node when a MIG mode change does not take effect "
+        "without one (its WITH_REBOOT); cloud VMs need it. Default: false on bare-metal, true on eks, gke and aks.",
+    )
+
+
 class ClusterSpec(SpecModel):
+    environment: ClusterEnvironment = field(
+        "bare-metal",
+        description="Where the cluster runs: bare-metal (nodes you prepare yourself), eks, gke or aks. Decides the "
+        "defaults of gpu_operator and metrics_api.",
+    )
     kubernetes_version: str = field(
         "1.35",
         description="Kubernetes minor version of the target cluster (quoted: \"1.35\"); manifests are "
@@ -51,6 +84,17 @@ class ClusterSpec(SpecModel):
         pattern=KUBERNETES_VERSION_PATTERN,
     )
     node_pools: list[NodePoolSpec] = field(description="The cluster's GPU node pools.", min_length=1)
+    gpu_operator: GpuOperatorSpec = field(
+        default_factory=GpuOperatorSpec,
+        description="How the NVIDIA GPU Operator meets the nodes (defaults follow environment).",
+    )
+    metrics_api: MetricsApiSource | None = field(
+        None,
+        description="The resource metrics API (metrics.k8s.io) the gateway's autoscaler reads: install (tenantry "
+        "installs metrics-server, pinned) or present (the cluster serves it already; a second metrics-server would "
+        "contend for the APIService v1beta1.metrics.k8s.io). Default: present on gke and aks, install on bare-metal "
+        "and eks.",
+    )
 
     @field_validator("kubernetes_version")
     @classmethod

@@ -17,6 +17,10 @@ TrafficProfile = Literal["chat", "rag", "batch"]
 CacheIsolationMode = Literal["own", "shared", "none"]
 CloudIdentityProvider = Literal["aws", "gcp", "static"]
 BucketScheme = Literal["s3", "gs"]
+ClusterEnvironment = Literal["bare-metal", "eks", "gke", "aks"]
+GpuSoftwareSource = Literal["operator", "preinstalled"]
+MetricsApiSource = Literal["install", "present"]
+ModelCacheAccessMode = Literal["ReadWriteOnce", "ReadWriteMany"]
 
 # Names become Kubernetes object names (Services need RFC 1035 labels) and
 # gateway model names, so one rule serves all of them.

@@ -11,7 +11,7 @@ Checks that span fields or need the catalog live in references.py.
 
 from __future__ import annotations
 
-from tenantry.spec.cluster import ClusterSpec, NodePoolSpec
+from tenantry.spec.cluster import ClusterSpec, GpuOperatorSpec, NodePoolSpec
 from tenantry.spec.engines import (
     AdapterSpec,
     ArchitectureSpec,
@@ -31,8 +31,11 @@ from tenantry.spec.fields import (
     WINDOW_PATTERN,
     CacheIsolationMode,
     CacheSalt,
+    ClusterEnvironment,
+    GpuSoftwareSource,
     KvCacheDtype,
     LoraModule,
+    MetricsApiSource,
     ModelName,
     Name,
     NodeName,
@@ -45,7 +48,7 @@ from tenantry.spec.fields import (
     field,
 )
 from tenantry.spec.gateway import AdmissionSpec, FallbackSpec, GatewaySpec
-from tenantry.spec.platform import CloudIdentitySpec, PlatformSpec, PostgresSpec
+from tenantry.spec.platform import CloudIdentitySpec, ModelCacheSpec, PlatformSpec, PostgresSpec
 from tenantry.spec.tenants import (
     BudgetSpec,
     CacheIsolationSpec,
@@ -66,14 +69,19 @@ __all__ = [
     "CacheIsolationSpec",
     "CacheSalt",
     "CloudIdentitySpec",
+    "ClusterEnvironment",
     "ClusterSpec",
     "EngineSpec",
     "FallbackSpec",
     "GatewaySpec",
+    "GpuOperatorSpec",
+    "GpuSoftwareSource",
     "KUBERNETES_VERSION_PATTERN",
     "KvCacheDtype",
     "LoraModule",
     "LoraSpec",
+    "MetricsApiSource",
+    "ModelCacheSpec",
     "ModelName",
     "NAME_PATTERN",
     "Name",

@@ -24,7 +24,8 @@ def test_manifests_writes_valid_manifests(tmp_path, capsys):
     assert {o["kind"] for o in objects} >= {"Deployment", "Service", "NetworkPolicy", "Namespace", "ResourceQuota",
                                             "ServiceMonitor", "PodMonitor", "Cluster", "ObjectStore", "Job", "Node"}
     releases = {yaml.safe_load(f.read_text())["chart"] for f in (out / "releases").glob("*.yaml")}
-    assert releases == {"gpu-operator", "kube-prometheus-stack", "cloudnative-pg", "cert-manager", "plugin-barman-cloud"}
+    assert releases == {"gpu-operator", "kube-prometheus-stack", "cloudnative-pg", "cert-manager", "plugin-barman-cloud",
+                        "metrics-server"}
     assert not any("mock-secret-" in f.read_text() for f in files)
 
 

@@ -4,12 +4,13 @@ injected fault fails exactly that policy, naming the resource."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 from collections.abc import Callable
 
 import pytest
 
-from tenantry.manifests import crd_policies, engine_policies
+from tenantry.manifests import cluster_policies, crd_policies, engine_policies
 from tenantry.manifests import policies as rules
 from tenantry.manifests.resources import Resource, containers, from_policy_props, pod_spec
 from tenantry.manifests.checks import policy_resources
@@ -74,6 +75,11 @@ def unpinned_image(rs):
     _container(_find(rs, "Deployment", "tenantry-gateway"), "litellm")["image"] = "ghcr.io/berriai/litellm:latest"
 
 
+def malformed_image_digest(rs):
+    container = _container(_find(rs, "Deployment", "tenantry-gateway"), "litellm")
+    container["image"] += "@sha256:0123abcd"
+
+
 def other_chart_version(rs):
     release = next(r for r in rs if r.kind == "Release" and r.props["chart"] == "gpu-operator")
     release.props["version"] = "v25.3.0"
@@ -102,14 +108,66 @@ def args_not_from_plan(rs):
     args[args.index("--max-num-seqs") + 1] = "512"
 
 
+def engine_started_by_module_path(rs):
+    _container(_find(rs, "Deployment", "mistral-7b"), "vllm")["command"] = [
+        "python3", "-m", "vllm.entrypoints.openai.api_server"]
+
+
 def replicas_not_from_plan(rs):
     _find(rs, "Deployment", "llama-3b").props["spec"]["replicas"] = 3
 
 
+def _claim(rs, deployment: str, volume: str) -> Resource:
+    spec = pod_spec(_find(rs, "Deployment", deployment))
+    name = next(v for v in spec["volumes"] if v["name"] == volume)["persistentVolumeClaim"]["claimName"]
+    return _find(rs, "PersistentVolumeClaim", name)
+
+
 def model_volume_sized_from_fp8_weights(rs):
     # What the volume was before it followed the bf16 checkpoint vLLM downloads and quantises on load.
-    volume = next(v for v in pod_spec(_find(rs, "Deployment", "llama-70b"))["volumes"] if v["name"] == "models")
-    volume["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] = "80896Mi"
+    _claim(rs, "llama-70b", "weights").props["spec"]["resources"]["requests"]["storage"] = "80896Mi"
+
+
+def engine_online(rs):
+    env = _container(_find(rs, "Deployment", "llama-70b"), "vllm")["env"]
+    next(e for e in env if e["name"] == "HF_HUB_OFFLINE")["value"] = "0"
+
+
+def runtime_lora_updating(rs):
+    env = _container(_find(rs, "Deployment", "qwen-7b"), "vllm")["env"]
+    next(e for e in env if e["name"] == "VLLM_ALLOW_RUNTIME_LORA_UPDATING")["value"] = "true"
+
+
+def init_container_fetches(rs):
+    # How engines fetched before the model cache: an init container at every start.
+    pod_spec(_find(rs, "Deployment", "mistral-7b"))["initContainers"] = [
+        {"name": "fetch", "image": "rclone/rclone:1.75.1", "command": ["sh", "/fetch/fetch.sh"]}]
+
+
+def weights_on_pod_volume(rs):
+    volumes = pod_spec(_find(rs, "Deployment", "llama-3b"))["volumes"]
+    volumes[:] = [{"name": "weights", "emptyDir": {}} if v["name"] == "weights" else v for v in volumes]
+
+
+def weights_claim_writable(rs):
+    mounts = _container(_find(rs, "Deployment", "llama-3b"), "vllm")["volumeMounts"]
+    next(m for m in mounts if m["name"] == "weights")["readOnly"] = False
+
+
+def engine_not_waiting_for_its_cache(rs):
+    deployment = _find(rs, "Deployment", "llama-70b")
+    rs[rs.index(deployment)] = dataclasses.replace(deployment, dependencies=())
+
+
+def taint_a_node_by_patch(rs):
+    # What GpuNodes rendered before taints were left to the node's registration.
+    _find(rs, "NodePatch", "h100-mig-0").props["spec"] = {
+        "taints": [{"key": "tenantry.io/pool", "value": "h100-mig", "effect": "NoSchedule"}]}
+
+
+def autoscaler_before_its_metrics_api(rs):
+    hpa = _find(rs, "HorizontalPodAutoscaler", "tenantry-gateway")
+    rs[rs.index(hpa)] = dataclasses.replace(hpa, dependencies=())
 
 
 FAULTS: list[tuple[Callable, str, str]] = [
@@ -122,20 +180,33 @@ FAULTS: list[tuple[Callable, str, str]] = [
     (drop_engine_policy, "engines_reachable_only_from_gateway", "has no NetworkPolicy guarding"),
     (drop_limits, "containers_have_requests_and_limits", "tenantry-redis container redis has no limits"),
     (unpinned_image, "versions_are_pinned", "does not pin"),
+    (malformed_image_digest, "versions_are_pinned", "has a malformed digest 'sha256:0123abcd'"),
     (other_chart_version, "versions_are_pinned", "is not chart gpu-operator v26.3.3"),
     (secret_in_config_map, "no_secret_in_plain_text", "ConfigMap tenantry/tenantry-gateway holds a secret"),
     (secret_as_env_literal, "no_secret_in_plain_text", "LITELLM_MASTER_KEY as a literal"),
     (tp_on_mig, "tensor_parallel_never_on_mig", "qwen-7b runs tensor parallel 2 on MIG"),
     (gpus_not_matching_tp, "tensor_parallel_never_on_mig", "requests 2 GPUs for tensor parallel 4"),
     (args_not_from_plan, "engines_match_the_plan", "mistral-7b runs vLLM with"),
+    (engine_started_by_module_path, "engines_match_the_plan", "mistral-7b starts vLLM with ['python3', '-m'"),
     (replicas_not_from_plan, "engines_match_the_plan", "llama-3b has 3 replicas, the plan says 8"),
+    (taint_a_node_by_patch, "node_patches_leave_taints_alone", "NodePatch h100-mig-0 sets spec.taints"),
+    (autoscaler_before_its_metrics_api, "autoscalers_have_a_metrics_api",
+     "HorizontalPodAutoscaler tenantry/tenantry-gateway scales on resource metrics but does not depend"),
     (model_volume_sized_from_fp8_weights, "engine_volumes_hold_their_checkpoint",
-     "llama-70b downloads 131.4 GiB of bf16 llama-3.1-70b weights into /models, whose volume holds 80896Mi"),
+     "llama-70b reads 131.4 GiB of bf16 llama-3.1-70b weights from /models, whose volume holds 80896Mi"),
+    (engine_online, "engines_fetch_nothing_at_start", "llama-70b container vllm runs without HF_HUB_OFFLINE=1"),
+    (runtime_lora_updating, "engines_fetch_nothing_at_start",
+     "qwen-7b container vllm allows loading LoRA adapters at run time"),
+    (init_container_fetches, "engines_fetch_nothing_at_start", "mistral-7b runs init container fetch before vLLM"),
+    (weights_on_pod_volume, "engines_fetch_nothing_at_start", "llama-3b does not mount /models from a cache claim"),
+    (weights_claim_writable, "engines_fetch_nothing_at_start", "at /models writable"),
+    (engine_not_waiting_for_its_cache, "engines_fetch_nothing_at_start", "which no Job it waits for fills"),
 ]
 
 
 def _run(rule: str, resources: list[Resource], plan) -> list[str]:
-    check = next(getattr(m, rule) for m in (rules, engine_policies, crd_policies) if hasattr(m, rule))
+    check = next(getattr(m, rule) for m in (rules, engine_policies, crd_policies, cluster_policies)
+                 if hasattr(m, rule))
     if rule == "engines_reachable_only_from_gateway":
         return check(resources, GATEWAY_SELECTOR, MONITORING)
     if "plan" in inspect.signature(check).parameters:

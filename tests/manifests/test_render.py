@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from tenantry.manifests.checks import check_rendering, policy_violations
+from tenantry.deploy.common import COMPONENT_LABEL
 from tenantry.deploy.gpu_nodes import MIG_CONFIG_LABEL, MIG_PARTED_CONFIGMAP
+from tenantry.deploy.model_cache import CACHE_COMPONENT
 from tenantry.manifests.offline import Secret, render, write
 from tenantry.configs.litellm import POLICY_CALLBACK
 from tenantry.stacks import plan_stack, stack_path
@@ -112,7 +114,7 @@ def test_reconciler_job_carries_every_tenant_and_reruns_when_they_change(rendere
     plan, rendering = rendered
     teams = json.loads(named(rendering, "ConfigMap", "tenantry-reconciler")["data"]["teams.json"])
     assert {t["team_alias"]: t["tpm_limit"] for t in teams} == {t.name: t.tpm for t in plan.tenants}
-    jobs = by_kind(rendering, "Job")
+    jobs = [j for j in by_kind(rendering, "Job") if j["metadata"]["labels"][COMPONENT_LABEL] != CACHE_COMPONENT]
     assert len(jobs) == 1 and jobs[0]["metadata"]["name"].startswith("tenantry-reconcile-")
     assert named(rendering, "CronJob", "tenantry-reconcile")["spec"]["schedule"] == "*/15 * * * *"
     keys = named(rendering, "Secret", "tenantry-tenant-keys")
@@ -147,7 +149,9 @@ def test_gpu_nodes_and_the_operator(rendered):
             labels = nodes[node]["metadata"]["labels"]
             assert labels["tenantry.io/pool"] == pool.name
             assert labels[MIG_CONFIG_LABEL] == (pool.mig_config or "all-disabled")
-            assert nodes[node]["spec"]["taints"] == [{"key": "tenantry.io/pool", "value": pool.name, "effect": "NoSchedule"}]
+            # The taint comes from the node's registration (docs/decisions.md: Node taints come from registration,
+            # labels from NodePatch).
+            assert "spec" not in nodes[node]
     operator = [r for r in rendering.releases() if r.inputs["chart"] == "gpu-operator"]
     if all(p.gpu == "CPU" for p in plan.pools):
         assert operator == []

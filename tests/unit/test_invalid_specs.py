@@ -215,6 +215,14 @@ INVALID: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
      "platform.cloud_identity.aws_role_arn", "does not match the pattern ^arn:aws"),
     ("unknown-identity-provider", _set("platform.cloud_identity.provider", "azure"),
      "platform.cloud_identity.provider", "'aws', 'gcp' or 'static'"),
+    ("unknown-cluster-environment", _set("cluster.environment", "openshift"), "cluster.environment",
+     "'bare-metal', 'eks', 'gke' or 'aks'"),
+    ("unknown-driver-source", _set("cluster.gpu_operator", {"driver": "host"}), "cluster.gpu_operator.driver",
+     "'operator' or 'preinstalled'"),
+    ("unknown-gpu-operator-setting", _set("cluster.gpu_operator", {"with_reboot": True}),
+     "cluster.gpu_operator.with_reboot", "did you mean 'mig_reboot'"),
+    ("unknown-metrics-api-source", _set("cluster.metrics_api", "prometheus"), "cluster.metrics_api",
+     "'install' or 'present'"),
 ]
 
 

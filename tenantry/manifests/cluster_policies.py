@@ -1,0 +1,60 @@
+"""What the program asks of the cluster itself: NodePatches that own their labels
+and never the taint list (docs/decisions.md: Node taints come from registration,
+labels from NodePatch), and autoscalers whose metrics API exists
+(docs/decisions.md: The gateway's autoscaler reads metrics-server)."""
+
+from __future__ import annotations
+
+from tenantry.manifests.crd_policies import _created_before
+from tenantry.manifests.resources import Resource
+from tenantry.pins import chart
+from tenantry.plan.model import Plan
+
+NODE_PATCH = "kubernetes:core/v1:NodePatch"
+RESOURCE_METRIC_TYPES = frozenset({"Resource", "ContainerResource"})
+"""HorizontalPodAutoscaler metrics served by metrics.k8s.io."""
+
+
+def node_patches_leave_taints_alone(resources: list[Resource]) -> list[str]:
+    """Node.spec.taints is an atomic list under server-side apply: a NodePatch that sets it
+    owns the whole list, so it conflicts with the kubelet or the cloud that registered the
+    node's taints, and forced it removes them. Labels are owned key by key: forcing them
+    takes over only tenantry's keys, so the first apply never fails on a label another
+    manager (the GPU Operator's mig.config default) set first."""
+    violations = []
+    for resource in resources:
+        if resource.type != NODE_PATCH:
+            continue
+        node = resource.metadata.get("name")
+        if "taints" in (resource.props.get("spec") or {}):
+            violations.append(f"NodePatch {node} sets spec.taints, an atomic list: it would take over or remove "
+                              "the taints other managers set; register the node with its taint instead")
+        if (resource.metadata.get("annotations") or {}).get("pulumi.com/patchForce") != "true":
+            violations.append(f"NodePatch {node} does not force its labels: a label another manager set first "
+                              "fails the apply with a conflict")
+    return violations
+
+
+def _scales_on_resource_metrics(resource: Resource) -> bool:
+    metrics = (resource.props.get("spec") or {}).get("metrics") or []
+    return any(m.get("type") in RESOURCE_METRIC_TYPES for m in metrics)
+
+
+def autoscalers_have_a_metrics_api(resources: list[Resource], plan: Plan) -> list[str]:
+    """An autoscaler on CPU or memory reads metrics.k8s.io: where the Plan installs
+    metrics-server it waits for that release; where the cluster serves the API itself,
+    no second metrics-server contends for the APIService v1beta1.metrics.k8s.io."""
+    wanted = chart("metrics-server").chart
+    installs = [r for r in resources if r.kind == "Release" and r.props.get("chart") == wanted]
+    if plan.cluster.metrics_api == "present":
+        return [f"Helm release {r.name} installs {wanted}, but cluster.metrics_api says the cluster serves "
+                "metrics.k8s.io already: two would contend for the APIService v1beta1.metrics.k8s.io"
+                for r in installs]
+    by_urn = {r.urn: r for r in resources if r.urn}
+    return [
+        f"{r.label} scales on resource metrics but does not depend on the Helm release of {wanted}, "
+        "which serves metrics.k8s.io"
+        for r in resources
+        if r.kind == "HorizontalPodAutoscaler" and _scales_on_resource_metrics(r)
+        and not any(b.kind == "Release" and b.props.get("chart") == wanted for b in _created_before(r, by_urn))
+    ]
