@@ -25,6 +25,7 @@ MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_PARTED_CONFIGMAP = "tenantry-mig-parted"
 WHOLE_GPUS = "all-disabled"
 FIELD_MANAGER = "tenantry-gpu-nodes"
+CRITICAL_PODS_QUOTA = "tenantry-critical-pods"
 """The server-side apply field manager of every NodePatch: named, so `kubectl get node
 --show-managed-fields` says who owns the labels, and a stack rebuilt from scratch owns them again."""
 """mig-parted's configuration for nodes whose GPUs stay whole."""
@@ -115,5 +116,23 @@ class GpuNodes(pulumi.ComponentResource):
                 )
                 depends.append(config)
                 overrides = deep_merge(overrides, {"migManager": {"config": {"name": MIG_PARTED_CONFIGMAP}}})
+            if args.operator.critical_pods_quota is not None:
+                depends.append(self._critical_pods_quota(name, pin.namespace, args.operator.critical_pods_quota,
+                                                         namespace))
             self.operator = pinned_release(f"{name}-operator", pin, deep_merge(pin.values, overrides), self, depends)
         self.register_outputs({"mig_strategy": args.mig_strategy})
+
+    def _critical_pods_quota(
+        self, name: str, namespace: str, pods: int, namespace_resource: pulumi.Resource
+    ) -> k8s.core.v1.ResourceQuota:
+        """The operator's pods run at system-node-critical priority (chart values
+        `operator.priorityClassName`, `daemonsets.priorityClassName`); GKE admits such pods
+        outside kube-system only under a quota scoped to those classes."""
+        return k8s.core.v1.ResourceQuota(
+            f"{name}-critical-pods",
+            metadata={"name": CRITICAL_PODS_QUOTA, "namespace": namespace, "labels": labels("gpu-operator")},
+            spec={"hard": {"pods": str(pods)}, "scopeSelector": {"matchExpressions": [{
+                "scopeName": "PriorityClass", "operator": "In",
+                "values": ["system-node-critical", "system-cluster-critical"]}]}},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace_resource]),
+        )

@@ -42,6 +42,8 @@ CHART_TOOLKIT_INSTALL_DIR = "/usr/local/nvidia"
 CHART_RUNTIME_CLASS = "nvidia"
 GKE_NVIDIA_DIR = "/home/kubernetes/bin/nvidia"
 """Where Google's driver installer puts the driver; the toolkit goes beside it (writable on GKE images)."""
+GKE_CRITICAL_PODS_QUOTA = 100
+"""NVIDIA's GKE page: the gpu-operator namespace's quota of pods at the critical priority classes."""
 AKS_RUNTIME_CLASS = "nvidia-container-runtime"
 """The runtime handler AKS GPU images configure with their preinstalled toolkit."""
 
@@ -70,6 +72,7 @@ def plan_cluster(spec: Spec, notes: Notes) -> ClusterPlan:
             else CHART_RUNTIME_CLASS,
             # GKE from 1.33 (older than any version tenantry supports) needs it.
             toolkit_runtime_config_from_file=cluster.environment == "gke" and toolkit == "operator",
+            critical_pods_quota=GKE_CRITICAL_PODS_QUOTA if cluster.environment == "gke" else None,
         ),
         metrics_api=cluster.metrics_api or defaults.metrics_api,
     )

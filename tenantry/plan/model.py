@@ -323,6 +323,9 @@ class GpuOperatorPlan:
     """operator.runtimeClass: the nodes' NVIDIA runtime handler."""
     toolkit_runtime_config_from_file: bool
     """The toolkit reads containerd's config from its file (RUNTIME_CONFIG_SOURCE=file)."""
+    critical_pods_quota: int | None
+    """Pods the operator's namespace may run at system-node-critical or system-cluster-critical
+    priority, as a ResourceQuota (GKE admits such pods outside kube-system only under one); None: no quota."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -92,8 +92,8 @@ class ClusterSpec(SpecModel):
         None,
         description="The resource metrics API (metrics.k8s.io) the gateway's autoscaler reads: install (tenantry "
         "installs metrics-server, pinned) or present (the cluster serves it already; a second metrics-server would "
-        "contend for the APIService v1beta1.metrics.k8s.io). Default: present on gke and aks, install on bare-metal "
-        "and eks.",
+        "contend for the APIService v1beta1.metrics.k8s.io, so install is refused on gke and aks). Default: present on "
+        "gke and aks, install on bare-metal and eks.",
     )
 
     @field_validator("kubernetes_version")

@@ -27,6 +27,7 @@ def check_references(spec: Spec) -> list[Problem]:
     problems += _check_tiers(spec)
     problems += _check_gateway(spec)
     problems += check_cloud_identity(spec)
+    problems += _check_metrics_api(spec)
     return problems
 
 
@@ -55,6 +56,20 @@ def _check_pools(spec: Spec) -> list[Problem]:
         if pool.mig_layout is not None:
             problems += _check_mig_layout(gpu, pool.mig_layout, (*loc, i, "mig_layout"))
     return problems
+
+
+MANAGED_METRICS_API = ("gke", "aks")
+"""Environments whose clusters always run their own metrics-server."""
+
+
+def _check_metrics_api(spec: Spec) -> list[Problem]:
+    """A second metrics-server would contend for the one APIService v1beta1.metrics.k8s.io
+    (docs/decisions.md: The gateway's autoscaler reads metrics-server)."""
+    cluster = spec.cluster
+    if cluster.metrics_api == "install" and cluster.environment in MANAGED_METRICS_API:
+        return [(("cluster", "metrics_api"), f"install on {cluster.environment}, whose clusters run their own "
+                 "metrics-server: a second would contend for the APIService v1beta1.metrics.k8s.io; use present")]
+    return []
 
 
 def _check_mig_layout(gpu: GpuType, layout: list[str], loc: Loc) -> list[Problem]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tenantry.deploy.gpu_nodes import FIELD_MANAGER, MIG_CONFIG_LABEL, WHOLE_GPUS
+from tenantry.deploy.gpu_nodes import CRITICAL_PODS_QUOTA, FIELD_MANAGER, MIG_CONFIG_LABEL, WHOLE_GPUS
 from tenantry.manifests.offline import render
 from tenantry.stacks import plan_stack, stack_path
 
@@ -106,3 +106,21 @@ def test_an_override_beats_the_environment(tmp_path):
     assert values["driver"]["enabled"] is True and values["toolkit"]["enabled"] is False
     assert values["operator"]["runtimeClass"] == "nvidia-container-runtime"
     assert values["migManager"]["env"] == [{"name": "WITH_REBOOT", "value": "false"}]
+
+
+def test_on_gke_the_operators_critical_pods_get_their_quota_before_the_release(tmp_path):
+    path = _variant(tmp_path, "h100x8-shared-70b", environment="gke")
+    rendering = render(path)
+    [quota] = [r for r in rendering.resources if r.kind == "ResourceQuota" and r.inputs["metadata"]["name"] ==
+               CRITICAL_PODS_QUOTA]
+    assert quota.inputs["metadata"]["namespace"] == "gpu-operator"
+    assert quota.inputs["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == [
+        "system-node-critical", "system-cluster-critical"]
+    release = next(r for r in rendering.releases() if r.inputs["chart"] == "gpu-operator")
+    assert quota.urn in release.dependencies
+
+
+def test_elsewhere_no_quota_limits_the_operators_pods(rendered):
+    _, rendering = rendered
+    assert not [r for r in rendering.resources if r.kind == "ResourceQuota"
+                and r.inputs["metadata"]["name"] == CRITICAL_PODS_QUOTA]

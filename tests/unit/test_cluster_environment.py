@@ -58,8 +58,17 @@ def test_each_setting_overrides_its_environment_default(override, field, value):
 
 
 def test_the_metrics_api_choice_overrides_its_environment_default():
-    assert _plan(environment="gke", metrics_api="install").cluster.metrics_api == "install"
+    """Where you installed metrics-server yourself (or as the EKS add-on); GKE and AKS
+    always run their own, so `install` is refused there (test_invalid_specs)."""
+    assert _plan(environment="eks", metrics_api="present").cluster.metrics_api == "present"
     assert _plan(environment="bare-metal", metrics_api="present").cluster.metrics_api == "present"
+    assert _plan(environment="gke", metrics_api="present").cluster.metrics_api == "present"
+
+
+def test_only_gke_needs_a_quota_for_the_operators_critical_pods():
+    assert _plan(environment="gke").cluster.gpu_operator.critical_pods_quota == 100
+    for environment in ("bare-metal", "eks", "aks"):
+        assert _plan(environment=environment).cluster.gpu_operator.critical_pods_quota is None
 
 
 def test_googles_driver_paths_apply_only_to_googles_driver():

@@ -223,6 +223,8 @@ INVALID: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
      "cluster.gpu_operator.with_reboot", "did you mean 'mig_reboot'"),
     ("unknown-metrics-api-source", _set("cluster.metrics_api", "prometheus"), "cluster.metrics_api",
      "'install' or 'present'"),
+    ("second-metrics-server-on-gke", _chain(_set("cluster.environment", "gke"), _set("cluster.metrics_api", "install")),
+     "cluster.metrics_api", "a second would contend for the APIService v1beta1.metrics.k8s.io"),
 ]
 
 
