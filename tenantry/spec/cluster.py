@@ -74,7 +74,9 @@ class ClusterSpec(SpecModel):
     environment: ClusterEnvironment = field(
         "bare-metal",
         description="Where the cluster runs: bare-metal (nodes you prepare yourself), eks, gke or aks. Decides the "
-        "defaults of gpu_operator and metrics_api.",
+        "defaults of gpu_operator and metrics_api. On gke, GPU node pools need the node label "
+        "gke-no-default-nvidia-gpu-device-plugin=true (only the operator's device plugin runs) and Google's driver "
+        "installer, as NVIDIA's GKE page describes.",
     )
     kubernetes_version: str = field(
         "1.35",
