@@ -24,11 +24,12 @@ from tenantry.plan.model import GpuOperatorPlan, PoolPlan
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_PARTED_CONFIGMAP = "tenantry-mig-parted"
 WHOLE_GPUS = "all-disabled"
+"""mig-parted's configuration for nodes whose GPUs stay whole."""
 FIELD_MANAGER = "tenantry-gpu-nodes"
-CRITICAL_PODS_QUOTA = "tenantry-critical-pods"
 """The server-side apply field manager of every NodePatch: named, so `kubectl get node
 --show-managed-fields` says who owns the labels, and a stack rebuilt from scratch owns them again."""
-"""mig-parted's configuration for nodes whose GPUs stay whole."""
+CRITICAL_PODS_QUOTA = "tenantry-critical-pods"
+"""The ResourceQuota that lets the operator's pods run at the critical priority classes (GKE)."""
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
