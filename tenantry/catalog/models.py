@@ -4,6 +4,8 @@ Shapes come from each model's `config.json` on the Hugging Face Hub at the
 pinned revision; total parameters from the safetensors index of that
 revision (and they match `estimate_parameters` to the parameter). The
 revisions are the commits the Hub served for the `-Instruct` repositories.
+A model is gated when its card asks for access before download (Meta's
+license gate; Mistral's `extra_gated_*` card fields).
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ class CatalogModel:
     """Where the weights come from (hf://<repo> or local://<recipe>)."""
     revision: str
     """The pinned commit (or, for a locally built model, the recipe version)."""
+    gated: bool = False
+    """The Hub repository asks for access on its model card: downloads need a token of an account granted it."""
 
 
 CATALOG_MODELS: dict[str, CatalogModel] = {
@@ -109,6 +113,7 @@ CATALOG_MODELS: dict[str, CatalogModel] = {
                 max_context=131072,
             ),
             source="hf://meta-llama/Llama-3.1-8B-Instruct", revision="0e9e39f249a16976918f6564b8830bc894c89659",
+            gated=True,
         ),
         CatalogModel(
             name="llama-3.1-70b",
@@ -118,6 +123,7 @@ CATALOG_MODELS: dict[str, CatalogModel] = {
                 max_context=131072,
             ),
             source="hf://meta-llama/Llama-3.1-70B-Instruct", revision="1605565b47bb9346c5515c34102e054115b4f98b",
+            gated=True,
         ),
         CatalogModel(
             name="llama-3.2-3b",
@@ -127,6 +133,7 @@ CATALOG_MODELS: dict[str, CatalogModel] = {
                 max_context=131072, tie_word_embeddings=True,
             ),
             source="hf://meta-llama/Llama-3.2-3B-Instruct", revision="0cb88a4f764b7a12671c53f0838cd831a0843b95",
+            gated=True,
         ),
         CatalogModel(
             name="qwen2.5-7b",
@@ -163,6 +170,7 @@ CATALOG_MODELS: dict[str, CatalogModel] = {
                 max_context=32768,
             ),
             source="hf://mistralai/Mistral-7B-Instruct-v0.3", revision="e0bc86c23ce5aae1db576c8cca6f06f1f73af2db",
+            gated=True,
         ),
         CatalogModel(
             # MoE: every expert stays resident, so memory follows the 46.7B
@@ -204,3 +212,8 @@ CATALOG_MODELS: dict[str, CatalogModel] = {
 
 def catalog_model(name: str) -> CatalogModel | None:
     return CATALOG_MODELS.get(name)
+
+
+def is_gated(source: str) -> bool:
+    """Whether a source is a catalog repository whose downloads need a Hub token."""
+    return any(m.gated and m.source == source for m in CATALOG_MODELS.values())

@@ -12,8 +12,8 @@ def vllm_args(
 ) -> list[str]:
     """Arguments after `python3 -m vllm.entrypoints.openai.api_server`.
 
-    `model` is what vLLM loads (a Hugging Face repository, or a directory the
-    weights were synced into); `adapter_dir` holds one folder per adapter.
+    `model` is the directory vLLM loads the weights from (on Kubernetes, the cache
+    claim a Job filled at the pinned revision); `adapter_dir` holds one folder per adapter.
     Requests address the engine by its name and the adapters by theirs."""
     args = [
         "--model", model,
@@ -32,8 +32,6 @@ def vllm_args(
         # A tenant learns only about its own salt's cache (or, with isolation none, the shared one).
         "--enable-prompt-tokens-details",
     ]
-    if engine.source.startswith("hf://"):
-        args += ["--revision", engine.revision]
     if download_dir:
         args += ["--download-dir", download_dir]
     if engine.quantize_on_load:
@@ -55,14 +53,6 @@ def vllm_args(
             *(f"{a.name}={adapter_dir}/{a.name}" for a in engine.lora.adapters),
         ]
     return args
-
-
-def model_reference(engine: EnginePlan, synced_dir: str) -> str:
-    """What --model names: the Hugging Face repository vLLM downloads itself,
-    or the directory another source was synced into."""
-    if engine.source.startswith("hf://"):
-        return engine.source.removeprefix("hf://")
-    return synced_dir
 
 
 def vllm_env(engine: EnginePlan) -> dict[str, str]:

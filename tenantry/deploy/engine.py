@@ -1,10 +1,10 @@
 """One model deployment: vLLM replicas with the Plan's arguments and GPUs,
-their weights and adapters fetched before they start, a Service, a
+reading their weights and adapters from cache claims filled before they
+start (model_cache.py) with the Hub offline, a Service, a
 PodDisruptionBudget and a ServiceMonitor."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,20 +25,25 @@ from tenantry.deploy.common import (
     spread_across_nodes,
 )
 from tenantry.deploy.identity import BucketAccess
-from tenantry.deploy.sources import Source, huggingface_script, parse_source, rclone_script
+from tenantry.deploy.model_cache import (
+    ADAPTERS_DIR,
+    MODELS_DIR,
+    TIMEOUT_ANNOTATION,
+    WEIGHTS_DIR,
+    CacheArgs,
+    engine_caches,
+    populate,
+)
 from tenantry.plan.model import EnginePlan
-from tenantry.configs.vllm import PORT, model_reference, vllm_args, vllm_env
+from tenantry.configs.vllm import PORT, vllm_args, vllm_env
 
-MODELS_DIR = "/models"
-ADAPTERS_DIR = "/adapters"
-WEIGHTS_DIR = f"{MODELS_DIR}/weights"
-"""Where weights that are not on the Hub are synced to."""
 ENGINE_PRIORITY_CLASS = "tenantry-engine"
-HF_TOKEN_SECRET = "tenantry-hf-token"
-"""Optional Secret (key `token`) for gated Hub models such as Llama; created by the operator of the platform."""
 VLLM_USER = 10001
-HF_TOKEN_DIR = "/var/run/secrets/huggingface"
 PROBE_PERIOD_SECONDS = 10
+MOUNTS = {"weights": MODELS_DIR, "adapters": ADAPTERS_DIR}
+ROLLOUT_MARGIN_SECONDS = 600
+"""How long `pulumi up` waits for a rollout beyond one replica's start-up: pulling the image, scheduling
+(docs/decisions.md: pulumi up waits as long as the Plan allows)."""
 
 
 @dataclass(frozen=True)
@@ -47,60 +52,18 @@ class EngineArgs:
     namespace: str
     image: str
     fetch_image: str
-    storage_class: str | None
+    cache_access_mode: str
+    cache_storage_class: str | None
+    hub_token: k8s.core.v1.Secret | None
+    """The Hub token Secret, mounted only by the Jobs that fetch from the Hub."""
     monitoring_release: pulumi.Resource
     """The Helm release that installs the ServiceMonitor CRD."""
     scrape_interval_seconds: int
     """The Plan's engine scrape interval (admission reads what Prometheus scraped)."""
     bucket_access: BucketAccess | None = None
-    """The stack's cloud identity, for pods that fetch from s3:// or gs://."""
-
-
-@dataclass(frozen=True)
-class Fetches:
-    """What an engine's pods fetch before vLLM starts: rclone copies (weights
-    not on the Hub, adapters in buckets or on claims) and Hub adapters (vLLM
-    downloads Hub weights itself)."""
-
-    config_map: str
-    weights_on_hub: bool
-    synced: tuple[tuple[Source, str], ...]
-    from_hub: tuple[tuple[Source, str], ...]
-
-    @property
-    def scripts(self) -> dict[str, str]:
-        scripts: dict[str, str] = {}
-        if self.synced:
-            scripts["fetch.sh"] = rclone_script(self.synced)
-        if self.from_hub:
-            scripts["fetch_hub.py"] = huggingface_script(self.from_hub)
-        return scripts
-
-    @property
-    def claims(self) -> list[str]:
-        """The claims synced sources are read from, each mounted read-only."""
-        return sorted({s.claim for s, _ in self.synced if s.claim})
-
-    @property
-    def reads_buckets(self) -> bool:
-        return any(s.scheme in ("s3", "gs") for s, _ in self.synced)
-
-    @property
-    def digest(self) -> str:
-        return hashlib.sha256("".join(sorted(self.scripts.values())).encode()).hexdigest()[:16]
-
-
-def engine_fetches(engine: EnginePlan) -> Fetches:
-    model_source = parse_source(engine.source)
-    adapters = [(parse_source(a.source), f"{ADAPTERS_DIR}/{a.name}") for a in engine.lora.adapters]
-    synced = [(model_source, WEIGHTS_DIR)] if model_source.scheme != "hf" else []
-    synced += [(s, d) for s, d in adapters if s.scheme != "hf"]
-    return Fetches(
-        config_map=f"{engine.name}-fetch",
-        weights_on_hub=model_source.scheme == "hf",
-        synced=tuple(synced),
-        from_hub=tuple((s, d) for s, d in adapters if s.scheme == "hf"),
-    )
+    """The stack's cloud identity, for the Jobs that fetch from s3:// or gs:// (the replicas fetch nothing)."""
+    bucket_account: pulumi.Resource | None = None
+    """The service account bucket readers run as: their Jobs wait for it."""
 
 
 def engine_selector(name: str) -> dict[str, str]:
@@ -114,17 +77,21 @@ class Engine(pulumi.ComponentResource):
         e, ns = args.engine, args.namespace
         selector = engine_selector(e.name)
         pod_labels = {**labels("engine"), **selector, POOL_LABEL: e.pool}
-        fetches = engine_fetches(e)
-        if fetches.scripts:
-            k8s.core.v1.ConfigMap(
-                f"{name}-fetch", metadata={"name": fetches.config_map, "namespace": ns, "labels": pod_labels},
-                data=fetches.scripts, opts=child,
-            )
+        caches = engine_caches(e)
+        cache_args = CacheArgs(
+            namespace=ns, fetch_image=args.fetch_image, hub_image=args.image, access_mode=args.cache_access_mode,
+            storage_class=args.cache_storage_class, deadline_seconds=e.pod.populate_seconds, hub_token=args.hub_token,
+            bucket_access=args.bucket_access, bucket_account=args.bucket_account,
+            node_selector={POOL_LABEL: e.pool}, tolerations=_tolerations(e),
+        )
+        jobs = [populate(f"{name}-{c.role}", c, cache_args, self) for c in caches]
+        # Replicas start only once every claim they mount is filled: pulumi-kubernetes waits for a Job to complete.
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
-            metadata={"name": e.name, "namespace": ns, "labels": pod_labels},
-            spec=_deployment_spec(args, fetches, selector, pod_labels),
-            opts=child,
+            metadata={"name": e.name, "namespace": ns, "labels": pod_labels,
+                      "annotations": {TIMEOUT_ANNOTATION: str(e.pod.startup_seconds + ROLLOUT_MARGIN_SECONDS)}},
+            spec=_deployment_spec(args, {c.role: c.name for c in caches}, selector, pod_labels),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=jobs),
         )
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb",
@@ -141,7 +108,7 @@ class Engine(pulumi.ComponentResource):
 
 
 def _deployment_spec(
-    args: EngineArgs, fetches: Fetches, selector: dict[str, str], pod_labels: dict[str, str]
+    args: EngineArgs, claims: dict[str, str], selector: dict[str, str], pod_labels: dict[str, str]
 ) -> dict[str, Any]:
     e = args.engine
     return {
@@ -150,33 +117,20 @@ def _deployment_spec(
         # No spare GPUs to surge into: replace one replica at a time.
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
         "template": {
-            # Restart the pods when what they fetch changes, not only when the Deployment does.
-            "metadata": {"labels": pod_labels, "annotations": {"tenantry.io/fetch-digest": fetches.digest}},
+            "metadata": {"labels": pod_labels},
             "spec": {
                 "priorityClassName": ENGINE_PRIORITY_CLASS,
                 "automountServiceAccountToken": False,
-                **_bucket_identity(args, fetches),
                 "nodeSelector": {POOL_LABEL: e.pool},
                 "tolerations": _tolerations(e),
                 "affinity": spread_across_nodes(selector),
                 "securityContext": pod_security(VLLM_USER),
                 "terminationGracePeriodSeconds": 60,
-                "initContainers": _init_containers(args, fetches),
-                "containers": [_vllm_container(args, fetches)],
-                "volumes": _volumes(args, fetches, pod_labels),
+                "containers": [_vllm_container(args, claims)],
+                "volumes": _volumes(args, claims),
             },
         },
     }
-
-
-def _bucket_access(args: EngineArgs, fetches: Fetches) -> BucketAccess | None:
-    """The cloud identity, when this engine's pods fetch from a bucket (docs/decisions.md: Bucket readers act as one declared identity)."""
-    return args.bucket_access if fetches.reads_buckets else None
-
-
-def _bucket_identity(args: EngineArgs, fetches: Fetches) -> dict[str, Any]:
-    access = _bucket_access(args, fetches)
-    return {"serviceAccountName": access.service_account} if access else {}
 
 
 def _tolerations(e: EnginePlan) -> list[dict[str, str]]:
@@ -186,63 +140,20 @@ def _tolerations(e: EnginePlan) -> list[dict[str, str]]:
     return tolerations
 
 
-def _volumes(args: EngineArgs, fetches: Fetches, pod_labels: dict[str, str]) -> list[dict[str, Any]]:
-    pod = args.engine.pod
+def _volumes(args: EngineArgs, claims: dict[str, str]) -> list[dict[str, Any]]:
+    """The cache claims, read-only: replicas never write their weights, and never fetch them."""
     return [
-        {"name": "models", "ephemeral": {"volumeClaimTemplate": {
-            "metadata": {"labels": pod_labels},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": args.storage_class,
-                     "resources": {"requests": {"storage": mebibytes(pod.model_cache_bytes)}}},
-        }}},
-        {"name": "adapters", "emptyDir": {"sizeLimit": mebibytes(pod.adapter_store_bytes)}},
-        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": mebibytes(pod.shm_bytes)}},
+        *({"name": role, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+          for role, claim in claims.items()),
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": mebibytes(args.engine.pod.shm_bytes)}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "8Gi"}},
-        *({"name": f"source-{claim}", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
-          for claim in fetches.claims),
-        *([{"name": "fetch", "configMap": {"name": fetches.config_map}}] if fetches.scripts else []),
-        *(access.volumes if (access := _bucket_access(args, fetches)) else ()),
-        {"name": "hf-token", "secret": {"secretName": HF_TOKEN_SECRET, "optional": True}},
     ]
 
 
-def _init_containers(args: EngineArgs, fetches: Fetches) -> list[dict[str, Any]]:
-    """rclone for synced sources, huggingface_hub (from the vLLM image) for Hub adapters."""
-    common = {"resources": resources(0.5, 512 * 2**20), "securityContext": restricted_container(user=VLLM_USER)}
-    fetch_mount = {"name": "fetch", "mountPath": "/fetch", "readOnly": True}
-    tmp_mount = {"name": "tmp", "mountPath": "/tmp"}
-    containers = []
-    if fetches.synced:
-        access = _bucket_access(args, fetches)
-        source_mounts = [{"name": f"source-{c}", "mountPath": f"/sources/{c}", "readOnly": True}
-                         for c in fetches.claims]
-        containers.append({
-            "name": "fetch",
-            **pinned_image(args.fetch_image),
-            "command": ["sh", "/fetch/fetch.sh"],
-            "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR},
-                             {"name": "adapters", "mountPath": ADAPTERS_DIR},
-                             fetch_mount, tmp_mount, *source_mounts, *(access.volume_mounts if access else ())],
-            "env": [{"name": "HOME", "value": "/tmp"}, *(access.env if access else ())],
-            **common,
-        })
-    if fetches.from_hub:
-        containers.append({
-            "name": "fetch-hub",
-            **pinned_image(args.image),
-            "command": ["python3", "/fetch/fetch_hub.py"],
-            "volumeMounts": [{"name": "adapters", "mountPath": ADAPTERS_DIR}, fetch_mount, tmp_mount,
-                             {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True}],
-            "env": _vllm_env(),
-            **common,
-        })
-    return containers
-
-
-def _vllm_container(args: EngineArgs, fetches: Fetches) -> dict[str, Any]:
+def _vllm_container(args: EngineArgs, claims: dict[str, str]) -> dict[str, Any]:
     e = args.engine
     gpu_resources = {e.gpu_resource: str(e.gpu_resource_count)} if e.gpu_resource else {}
-    args_list = vllm_args(e, model=model_reference(e, WEIGHTS_DIR), adapter_dir=ADAPTERS_DIR,
-                          download_dir=MODELS_DIR if fetches.weights_on_hub else None)
+    args_list = vllm_args(e, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR, download_dir=None)
     probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": PROBE_PERIOD_SECONDS, "timeoutSeconds": 5}
     return {
         "name": "vllm",
@@ -252,9 +163,8 @@ def _vllm_container(args: EngineArgs, fetches: Fetches) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": PORT}],
         "env": _vllm_env() + [{"name": k, "value": v} for k, v in vllm_env(e).items()],
         "resources": resources(e.pod.cpu, e.pod.memory_bytes, gpu_resources),
-        "volumeMounts": [{"name": "models", "mountPath": MODELS_DIR}, {"name": "adapters", "mountPath": ADAPTERS_DIR},
-                         {"name": "shm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"},
-                         {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True}],
+        "volumeMounts": [*({"name": role, "mountPath": MOUNTS[role], "readOnly": True} for role in claims),
+                         {"name": "shm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"}],
         # The Plan's startup time, in probe periods rounded up.
         "startupProbe": {**probe, "failureThreshold": -(-e.pod.startup_seconds // PROBE_PERIOD_SECONDS)},
         "readinessProbe": {**probe, "failureThreshold": 3},
@@ -268,9 +178,10 @@ def _vllm_env() -> list[dict[str, Any]]:
     return [
         {"name": "HOME", "value": "/tmp"},
         {"name": "LOGNAME", "value": "vllm"},  # the image has no passwd entry for a non-root user
-        {"name": "HF_HOME", "value": f"{MODELS_DIR}/hf"},
-        # A file, not an environment variable: huggingface_hub reads it when present.
-        {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/token"},
+        {"name": "HF_HOME", "value": "/tmp/hf"},
+        # The weights are a local snapshot: nothing may reach the Hub (huggingface_hub reads either variable).
+        {"name": "HF_HUB_OFFLINE", "value": "1"},
+        {"name": "TRANSFORMERS_OFFLINE", "value": "1"},
         # Adapters are the ones the spec lists, validated at plan time; none may be loaded at run time.
         {"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "false"},
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},

@@ -1,14 +1,16 @@
-"""Where weights and adapters come from, and how a pod fetches them.
+"""Where weights and adapters come from, and how a populate Job fetches them.
 
-hf://org/repo[@revision] is downloaded by vLLM itself (weights) or by
-huggingface_hub (adapters); s3://, gs:// and volumes go through rclone, whose
-on-the-fly remotes need no config file (`:s3,env_auth=true:bucket/path` uses
-the pod's workload identity); pvc://claim/path reads an existing claim, and
-local://path the artifacts claim the local stack's files are published in.
+hf://org/repo[@revision] is fetched by huggingface_hub at the pinned revision
+(hub_fetch.py); s3://, gs:// and volumes go through rclone, whose on-the-fly
+remotes need no config file (`:s3,env_auth=true:bucket/path` uses the pod's
+workload identity or the static keys in its environment); pvc://claim/path
+reads an existing claim, and local://path the artifacts claim the local
+stack's files are published in.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +33,10 @@ class Source:
         if self.scheme == "local":
             return ARTIFACTS_CLAIM
         return None
+
+    @property
+    def in_bucket(self) -> bool:
+        return self.scheme in ("s3", "gs")
 
     @property
     def mounted_path(self) -> str:
@@ -65,9 +71,7 @@ def rclone_script(items: Sequence[tuple[Source, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def huggingface_script(items: Sequence[tuple[Source, str]]) -> str:
-    """Download Hub adapters at their pinned revisions."""
-    calls = "\n".join(
-        f"snapshot_download(repo_id={s.location!r}, revision={s.revision!r}, local_dir={d!r})" for s, d in items
-    )
-    return f"from huggingface_hub import snapshot_download\n{calls}\n"
+def hub_items(items: Sequence[tuple[Source, str]], *, whole: bool) -> str:
+    """hub_fetch.py's items file: each repository at its pinned revision, into its destination."""
+    return json.dumps([{"repo": s.location, "revision": s.revision, "destination": d, "whole": whole}
+                       for s, d in items], indent=1, sort_keys=True) + "\n"

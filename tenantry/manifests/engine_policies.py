@@ -8,8 +8,8 @@ from tenantry.plan.model import Plan
 
 def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
     """GPU requests and vLLM's arguments are exactly what the Plan decided."""
-    from tenantry.deploy.engine import ADAPTERS_DIR, MODELS_DIR
-    from tenantry.configs.vllm import model_reference, vllm_args
+    from tenantry.deploy.model_cache import ADAPTERS_DIR, WEIGHTS_DIR
+    from tenantry.configs.vllm import vllm_args
 
     violations = []
     deployments = {r.metadata.get("name"): r for r in resources if r.kind == "Deployment"}
@@ -19,9 +19,7 @@ def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
             violations.append(f"engine {engine.name} has no Deployment")
             continue
         vllm = next((c for c in containers(deployment) if c.get("name") == "vllm"), {})
-        hub = engine.source.startswith("hf://")
-        expected = vllm_args(engine, model=model_reference(engine, f"{MODELS_DIR}/weights"), adapter_dir=ADAPTERS_DIR,
-                             download_dir=MODELS_DIR if hub else None)
+        expected = vllm_args(engine, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR, download_dir=None)
         if vllm.get("args") != expected:
             violations.append(f"{deployment.label} runs vLLM with {vllm.get('args')}, the plan says {expected}")
         limits = (vllm.get("resources") or {}).get("limits") or {}
@@ -36,9 +34,9 @@ def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
 
 
 def engine_volumes_hold_their_checkpoint(resources: list[Resource], plan: Plan) -> list[str]:
-    """The volume an engine downloads its weights into holds the checkpoint as
-    downloaded: the bf16 one when vLLM quantises it while loading."""
-    from tenantry.deploy.engine import MODELS_DIR
+    """The cache claim an engine reads its weights from holds the checkpoint as
+    fetched: the bf16 one when vLLM quantises it while loading."""
+    from tenantry.deploy.model_cache import MODELS_DIR
     from tenantry.units import human_bytes
 
     violations = []
@@ -55,6 +53,65 @@ def engine_volumes_hold_their_checkpoint(resources: list[Resource], plan: Plan) 
         size_bytes = quantity_bytes(size) if size is not None else None
         if size_bytes is None or size_bytes < engine.pod.download_bytes:
             dtype = "bf16" if engine.quantize_on_load else engine.weights
-            violations.append(f"{deployment.label} downloads {human_bytes(engine.pod.download_bytes)} of {dtype} "
-                              f"{engine.model} weights into {MODELS_DIR}, whose volume holds {size or 'no stated size'}")
+            violations.append(f"{deployment.label} reads {human_bytes(engine.pod.download_bytes)} of {dtype} "
+                              f"{engine.model} weights from {MODELS_DIR}, "
+                              f"whose volume holds {size or 'no stated size'}")
+    return violations
+
+
+OFFLINE_VALUES = {"1", "ON", "YES", "TRUE"}
+"""What huggingface_hub reads as true in HF_HUB_OFFLINE."""
+
+
+def engines_fetch_nothing_at_start(resources: list[Resource], plan: Plan) -> list[str]:
+    """No engine downloads at start: its pods run no init container, keep the Hub offline, mount
+    their weights and adapters read-only from claims that a Job the Deployment waits for fills,
+    and never load adapters at run time (docs/decisions.md: Weights live in a cache claim filled once)."""
+    from tenantry.deploy.model_cache import ADAPTERS_DIR, MODELS_DIR
+
+    violations = []
+    deployments = {r.metadata.get("name"): r for r in resources if r.kind == "Deployment"}
+    jobs = [r for r in resources if r.kind == "Job"]
+    for engine in plan.engines:
+        deployment = deployments.get(engine.name)
+        if deployment is None:
+            continue  # engines_match_the_plan names it
+        pod = pod_spec(deployment) or {}
+        for init in pod.get("initContainers") or []:
+            violations.append(f"{deployment.label} runs init container {init.get('name')} before vLLM: "
+                              "engines start from their cache claims and fetch nothing")
+        for container in pod.get("containers") or []:
+            violations += _container_stays_offline(deployment, container)
+        vllm = next((c for c in pod.get("containers") or [] if c.get("name") == "vllm"), {})
+        for path in (MODELS_DIR, *([ADAPTERS_DIR] if engine.lora.adapters else [])):
+            violations += _mount_from_filled_claim(deployment, pod, vllm, path, jobs)
+    return violations
+
+
+def _container_stays_offline(deployment: Resource, container: dict) -> list[str]:
+    env = {e.get("name"): e.get("value") for e in container.get("env") or []}
+    violations = []
+    if str(env.get("HF_HUB_OFFLINE", "")).upper() not in OFFLINE_VALUES:
+        violations.append(f"{deployment.label} container {container.get('name')} runs without HF_HUB_OFFLINE=1: "
+                          "it may download from the Hub at start")
+    if str(env.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "false")).lower() not in ("false", "0"):
+        violations.append(f"{deployment.label} container {container.get('name')} allows loading LoRA adapters "
+                          "at run time (VLLM_ALLOW_RUNTIME_LORA_UPDATING)")
+    return violations
+
+
+def _mount_from_filled_claim(deployment: Resource, pod: dict, vllm: dict, path: str, jobs: list[Resource]) -> list[str]:
+    mount = next((m for m in vllm.get("volumeMounts") or [] if m.get("mountPath") == path), None)
+    volume = next((v for v in pod.get("volumes") or [] if mount and v.get("name") == mount.get("name")), None)
+    claim = ((volume or {}).get("persistentVolumeClaim") or {}).get("claimName")
+    if claim is None:
+        return [f"{deployment.label} does not mount {path} from a cache claim"]
+    violations = []
+    if not (mount.get("readOnly") and volume["persistentVolumeClaim"].get("readOnly")):
+        violations.append(f"{deployment.label} mounts claim {claim} at {path} writable: replicas only read it")
+    fillers = [j for j in jobs if j.namespace == deployment.namespace and any(
+        (v.get("persistentVolumeClaim") or {}).get("claimName") == claim
+        for v in (pod_spec(j) or {}).get("volumes") or [])]
+    if not any(j.urn and j.urn in deployment.dependencies for j in fillers):
+        violations.append(f"{deployment.label} mounts claim {claim} at {path}, which no Job it waits for fills")
     return violations

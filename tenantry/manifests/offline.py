@@ -21,6 +21,8 @@ import yaml
 PROGRAM = Path(__file__).resolve().parent.parent.parent / "__main__.py"
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = "<pulumi secret>"
+OFFLINE_CONFIG = {"tenantry:hfToken": "hf_offline-render-placeholder"}
+"""Secret config a real stack sets with `pulumi config set --secret` (the Hub token gated models need)."""
 
 
 @dataclass(frozen=True)
@@ -140,13 +142,15 @@ class _ParentAwareMonitor(pulumi.runtime.mocks.MockMonitor):
         return super().RegisterResource(request)
 
 
-def render(spec_path: str | Path, stack: str | None = None) -> Rendering:
-    """Run __main__.py for the stack whose spec is at `spec_path`."""
+def render(spec_path: str | Path, stack: str | None = None, config: dict[str, str] | None = None) -> Rendering:
+    """Run __main__.py for the stack whose spec is at `spec_path`, with `config` as its
+    secret config (a placeholder Hub token unless given)."""
     stack_name = stack or Path(spec_path).stem
     recorder = _Recorder()
     pulumi.runtime.set_mocks(recorder, project="tenantry", stack=stack_name, preview=True,
                              monitor=_ParentAwareMonitor(recorder))
-    pulumi.runtime.set_all_config({"tenantry:spec": str(spec_path)})
+    secrets = OFFLINE_CONFIG if config is None else config
+    pulumi.runtime.set_all_config({"tenantry:spec": str(spec_path), **secrets}, secret_keys=list(secrets))
     rendering = Rendering(stack_name)
     real_export = pulumi.export
 

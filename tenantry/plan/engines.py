@@ -4,7 +4,7 @@ budget -> LoRA slots -> memory -> KV cache -> slots -> tokens -> pod."""
 from __future__ import annotations
 
 from tenantry.catalog.gpus import GPU_TYPES, MigProfile
-from tenantry.catalog.models import Architecture, estimate_parameters
+from tenantry.catalog.models import Architecture, estimate_parameters, is_gated
 from tenantry.plan.lora import plan_lora
 from tenantry.plan.memory import plan_gpu_budget, plan_kv, plan_memory
 from tenantry.plan.model import EnginePlan, PlacementKind
@@ -52,6 +52,7 @@ def plan_engine(
         source=resolved.source,
         weights=engine.weights,
         quantize_on_load=budget.quantize_on_load,
+        gated=is_gated(resolved.source),
         kv_cache_dtype=engine.kv_cache_dtype,
         pool=pool.name,
         gpu=gpu.name,

@@ -8,6 +8,7 @@ from tenantry.spec.fields import (
     OBJECT_STORE_PATTERN,
     SIX_FIELD_CRON_PATTERN,
     CloudIdentityProvider,
+    ModelCacheAccessMode,
     Name,
     SpecModel,
     field,
@@ -57,12 +58,31 @@ class CloudIdentitySpec(SpecModel):
     )
 
 
+class ModelCacheSpec(SpecModel):
+    """The claims engines' weights and adapters live in: a Job fills each once per model revision (or set of
+    adapters) and every replica mounts it read-only (docs/decisions.md: Weights live in a cache claim filled once)
+    (docs/decisions.md: Cache claims are ReadWriteOnce unless the spec says otherwise)."""
+
+    access_mode: ModelCacheAccessMode = field(
+        "ReadWriteOnce", description="ReadWriteOnce works with every StorageClass, but all replicas of an engine "
+        "must then share one node (the plan refuses an engine whose replicas can span nodes); ReadWriteMany (a "
+        "StorageClass that offers it, such as EFS, Filestore or CephFS) lets replicas run anywhere.",
+    )
+    storage_class: Name | None = field(
+        None, description="StorageClass of the cache claims (one that offers `access_mode`); omit for "
+        "platform.storage_class.",
+    )
+
+
 class PlatformSpec(SpecModel):
     """Where and how the shared services run on Kubernetes."""
 
     namespace: Name = field("tenantry", description="Namespace of the gateway, engines, PostgreSQL and Redis.")
     storage_class: Name | None = field(None, description="StorageClass for volumes; omit for the cluster default.")
     postgres: PostgresSpec = field(default_factory=PostgresSpec, description="LiteLLM's PostgreSQL.")
+    model_cache: ModelCacheSpec = field(
+        default_factory=ModelCacheSpec, description="Where engines' weights and adapters are cached.",
+    )
     cloud_identity: CloudIdentitySpec | None = field(
         None, description="The identity of pods that read or write object storage; required when any weight or "
         "adapter source, or the PostgreSQL backup destination, is an s3:// or gs:// bucket.",

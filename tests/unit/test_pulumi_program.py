@@ -27,10 +27,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return {}
 
 
-def _run(spec_path: str, monkeypatch: pytest.MonkeyPatch, mocks: RecordingMocks | None = None) -> dict:
+def _run(spec_path: str, monkeypatch: pytest.MonkeyPatch, mocks: RecordingMocks | None = None,
+         secrets: dict[str, str] | None = None) -> dict:
     mocks = mocks or RecordingMocks()
+    secrets = {"tenantry:hfToken": "hf_test"} if secrets is None else secrets
     pulumi.runtime.set_mocks(mocks, project="tenantry", stack="test", preview=True)
-    pulumi.runtime.set_all_config({"tenantry:spec": spec_path})
+    pulumi.runtime.set_all_config({"tenantry:spec": spec_path, **secrets}, secret_keys=list(secrets))
     exported: dict = {}
     monkeypatch.setattr(pulumi, "export", lambda name, value: exported.__setitem__(name, value))
     monkeypatch.chdir(ROOT)
@@ -65,6 +67,16 @@ def test_plan_that_does_not_fit_fails_with_its_reasons(tmp_path, monkeypatch):
     with pytest.raises(pulumi.RunError) as caught:
         _run(str(path), monkeypatch)
     assert "does not fit" in str(caught.value) and "cluster.node_pools[1]" in str(caught.value)
+
+
+def test_gated_weights_without_a_hub_token_stop_the_program_with_the_command_to_set_it(monkeypatch):
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError) as caught:
+        _run("stacks/h100-mig-mixed.yaml", monkeypatch, mocks, secrets={})
+    message = str(caught.value)
+    assert "engines llama-70b, mistral-7b, llama-3b fetch weights from a gated Hugging Face repository" in message
+    assert "pulumi config set --secret tenantry:hfToken <token> --stack test" in message
+    assert mocks.resources == []
 
 
 def test_every_shipped_stack_has_its_pulumi_config():
