@@ -17,16 +17,8 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tenantry.deploy.common import (
-    COMPONENT_LABEL,
-    ENGINE_LABEL,
-    labels,
-    mebibytes,
-    pinned_image,
-    pod_security,
-    resources,
-    restricted_container,
-)
+from tenantry.deploy.common import COMPONENT_LABEL, ENGINE_LABEL, labels, mebibytes, pinned_image
+from tenantry.deploy.common import pod_security, resources, restricted_container
 from tenantry.deploy.identity import BucketAccess
 from tenantry.deploy.sources import Source, hub_items, parse_source, rclone_script
 from tenantry.plan.model import EnginePlan, Plan, PlatformPlan
