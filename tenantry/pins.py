@@ -9,6 +9,7 @@ that is not listed here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -19,10 +20,11 @@ import yaml
 CHARTS_DIR = Path(__file__).resolve().parent.parent / "charts"
 
 IMAGES: dict[str, str] = {
-    # vLLM's OpenAI server, CUDA build; tag v0.31.0.
-    "vllm": "vllm/vllm-openai:v0.31.0",
-    # vLLM's CPU build (the local stack's CPU pool, when rendered for a cluster).
-    "vllm-cpu": "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.29.0",
+    # vLLM's OpenAI server, CUDA and CPU builds, at the vLLM the local stack runs (vllm-cpu in
+    # requirements-vllm.lock): the flags, metrics and request fields tenantry relies on are proven on
+    # that one version. Digests still to be added (docs/decisions.md: One vLLM version, pinned by tag and digest).
+    "vllm": "vllm/vllm-openai:v0.32.0",
+    "vllm-cpu": "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0",
     # The LiteLLM proxy at the version the local stack installs from PyPI (1.108.7).
     "litellm": "ghcr.io/berriai/litellm:v1.108.7",
     "redis": "redis:7.4.11-alpine",
@@ -33,6 +35,21 @@ IMAGES: dict[str, str] = {
     # Syncs weights and adapters from s3://, gs:// and https:// into volumes.
     "rclone": "rclone/rclone:1.75.1",
 }
+
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def image_pin_problem(image: str) -> str | None:
+    """Why an image reference is no fixed pin, or None: a pin names a tag other than latest,
+    optionally followed by the manifest digest it must resolve to (`repo:tag@sha256:<64 hex>`)."""
+    name, at, digest = image.partition("@")
+    tag = name.rsplit("/", 1)[-1].partition(":")[2]
+    if not tag or tag == "latest":
+        return "has no fixed tag"
+    if at and not DIGEST.fullmatch(digest):
+        return f"has a malformed digest {digest!r} (sha256: and 64 lower-case hex digits)"
+    return None
+
 
 KUBERNETES_SUPPORT: dict[str, tuple[str, str]] = {
     # Kubernetes minor versions, oldest and newest, each pinned chart's own support table lists

@@ -22,7 +22,7 @@ from tenantry.manifests.resources import (
     pod_spec,
     selects,
 )
-from tenantry.pins import IMAGES, chart
+from tenantry.pins import IMAGES, chart, image_pin_problem
 
 
 def tenant_namespaces_are_isolated(resources: list[Resource]) -> list[str]:
@@ -103,7 +103,8 @@ def containers_have_requests_and_limits(resources: list[Resource]) -> list[str]:
 
 
 def versions_are_pinned(resources: list[Resource]) -> list[str]:
-    """Every image is one tenantry.pins names (a fixed tag, never latest);
+    """Every image is one tenantry.pins names (a fixed tag, never latest, and when a digest
+    follows it a well-formed one);
     every Helm release is the chart version pinned under charts/."""
     violations = []
     pinned_images = set(IMAGES.values())
@@ -113,8 +114,8 @@ def versions_are_pinned(resources: list[Resource]) -> list[str]:
             if image not in pinned_images:
                 violations.append(f"{resource.label} container {container.get('name')} runs {image!r}, "
                                   "which tenantry.pins does not pin")
-            if image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]:
-                violations.append(f"{resource.label} container {container.get('name')} image {image!r} has no fixed tag")
+            if problem := image_pin_problem(image):
+                violations.append(f"{resource.label} container {container.get('name')} image {image!r} {problem}")
         if resource.kind == "Release":
             name = resource.props.get("chart")
             try:
