@@ -183,7 +183,7 @@ GPU_TYPES: dict[str, GpuType] = {
         GpuType(
             # The local stack's device: vLLM's CPU backend on the developer's
             # machine. Its memory is the budget tenantry gives one local engine
-            # (weights plus VLLM_CPU_KVCACHE_SPACE), not a hardware figure.
+            # (weights, reserve and the KV cache it is given), not a hardware figure.
             name="CPU", memory_bytes=2 * GIB, memory_bandwidth_tb_s=0.0,
             bf16_dense_tflops=0.0, fp8_tensor_cores=False, interconnect="none",
             mig_profiles=(),

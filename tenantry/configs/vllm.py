@@ -5,18 +5,21 @@ from __future__ import annotations
 from tenantry.plan.model import EnginePlan
 
 PORT = 8000
+VLLM_SERVE = ["vllm", "serve"]
+"""The engine's command; vllm_args() are its arguments (docs/decisions.md: Engines run vllm serve)."""
 
 
 def vllm_args(
     engine: EnginePlan, *, model: str, adapter_dir: str, download_dir: str | None, host: str = "0.0.0.0", port: int = PORT
 ) -> list[str]:
-    """Arguments after `python3 -m vllm.entrypoints.openai.api_server`.
+    """Arguments after `vllm serve`, the model first: `vllm serve` takes it as its
+    positional model tag (its --model is deprecated) (docs/decisions.md: Engines run vllm serve).
 
     `model` is the directory vLLM loads the weights from (on Kubernetes, the cache
     claim a Job filled at the pinned revision); `adapter_dir` holds one folder per adapter.
     Requests address the engine by its name and the adapters by theirs."""
     args = [
-        "--model", model,
+        model,
         "--served-model-name", engine.name,
         "--host", host,
         "--port", str(port),
@@ -25,6 +28,10 @@ def vllm_args(
         "--gpu-memory-utilization", str(engine.gpu_memory_utilization),
         "--max-num-seqs", str(engine.kv.max_num_seqs),
         "--kv-cache-dtype", engine.kv_cache_dtype,
+        # The KV cache the Plan sized, in its blocks, instead of what vLLM would measure is left
+        # (docs/decisions.md: The engine's KV cache is the Plan's).
+        "--kv-cache-memory-bytes", str(engine.memory.kv_bytes),
+        "--block-size", str(engine.kv.block_size),
         # Lower numbers run first; the gateway sets each request's priority from its tenant's tier.
         "--scheduling-policy", "priority",
         "--enable-prefix-caching",
@@ -40,9 +47,9 @@ def vllm_args(
         args += ["--quantization", "awq_marlin"]
     # A pre-quantised fp8 checkpoint declares its format; vLLM reads it from the config.
     if engine.placement == "cpu":
-        # vLLM's CPU attention backend needs blocks of a multiple of 32 tokens and runs
-        # without CUDA graphs (docs/decisions.md: CPU engines: KV blocks of 32 tokens, no CUDA graphs).
-        args += ["--block-size", "32", "--enforce-eager"]
+        # vLLM's CPU backend runs without CUDA graphs (docs/decisions.md: CPU engines: KV blocks of 32
+        # tokens, no CUDA graphs).
+        args += ["--enforce-eager"]
     if engine.lora.enabled:
         args += [
             "--enable-lora",
@@ -56,8 +63,8 @@ def vllm_args(
 
 
 def vllm_env(engine: EnginePlan) -> dict[str, str]:
-    """Environment the engine needs beyond its arguments. On CPU the KV cache
-    is sized by VLLM_CPU_KVCACHE_SPACE (whole GiB) instead of a share of GPU memory."""
-    if engine.placement != "cpu":
-        return {}
-    return {"VLLM_CPU_KVCACHE_SPACE": str(max(1, engine.memory.kv_bytes // 2**30))}
+    """Environment the engine needs from the Plan beyond its arguments: none. The KV cache is
+    --kv-cache-memory-bytes on every backend; the CPU backend's VLLM_CPU_KVCACHE_SPACE takes
+    whole GiB only and, when set, overrides that flag, so it is never set
+    (docs/decisions.md: The engine's KV cache is the Plan's)."""
+    return {}

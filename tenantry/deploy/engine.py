@@ -158,7 +158,7 @@ def _vllm_container(args: EngineArgs, claims: dict[str, str]) -> dict[str, Any]:
     return {
         "name": "vllm",
         **pinned_image(args.image),
-        "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        "command": ["vllm", "serve"],  # (docs/decisions.md: Engines run vllm serve)
         "args": args_list,
         "ports": [{"name": "http", "containerPort": PORT}],
         "env": _vllm_env() + [{"name": k, "value": v} for k, v in vllm_env(e).items()],

@@ -17,7 +17,7 @@ from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports
 from tenantry.local.models import BuiltModel
 from tenantry.plan.model import EnginePlan, Plan
 from tenantry.configs.litellm import PLUGIN_FILES, litellm_config, tenant_policy_settings
-from tenantry.configs.vllm import vllm_args, vllm_env
+from tenantry.configs.vllm import VLLM_SERVE, vllm_args, vllm_env
 
 GATEWAY_SOURCES = Path(__file__).resolve().parent.parent / "gateway"
 ENGINE_SITE = Path(__file__).resolve().parent / "engine_site"
@@ -71,11 +71,13 @@ def engine_program(
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "OMP_NUM_THREADS": "1",
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "false",
+        # The vllm-cpu build reports its version without vLLM's "+cpu", from which vLLM would infer
+        # the platform; name it instead (docs/decisions.md: Engines run vllm serve).
+        "VLLM_TARGET_DEVICE": "cpu",
         "PYTHONPATH": str(ENGINE_SITE),
         **({"VLLM_LOGGING_CONFIG_PATH": str(request_logging_config)} if request_logging_config else {}),
     }
-    command = " ".join(shlex.quote(a) for a in [str(VLLM_VENV / "bin" / "python"), "-m",
-                                                 "vllm.entrypoints.openai.api_server", *args])
+    command = " ".join(shlex.quote(a) for a in [str(VLLM_VENV / "bin" / VLLM_SERVE[0]), *VLLM_SERVE[1:], *args])
     return command, env
 
 

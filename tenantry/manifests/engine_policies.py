@@ -9,7 +9,7 @@ from tenantry.plan.model import Plan
 def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
     """GPU requests and vLLM's arguments are exactly what the Plan decided."""
     from tenantry.deploy.model_cache import ADAPTERS_DIR, WEIGHTS_DIR
-    from tenantry.configs.vllm import vllm_args
+    from tenantry.configs.vllm import VLLM_SERVE, vllm_args
 
     violations = []
     deployments = {r.metadata.get("name"): r for r in resources if r.kind == "Deployment"}
@@ -22,6 +22,8 @@ def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
         expected = vllm_args(engine, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR, download_dir=None)
         if vllm.get("args") != expected:
             violations.append(f"{deployment.label} runs vLLM with {vllm.get('args')}, the plan says {expected}")
+        if vllm.get("command") != VLLM_SERVE:  # the arguments start with the positional model of `vllm serve`
+            violations.append(f"{deployment.label} starts vLLM with {vllm.get('command')}, not {VLLM_SERVE}")
         limits = (vllm.get("resources") or {}).get("limits") or {}
         gpus = {k: v for k, v in limits.items() if k.startswith("nvidia.com/")}
         wanted = {engine.gpu_resource: str(engine.gpu_resource_count)} if engine.gpu_resource else {}

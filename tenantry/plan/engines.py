@@ -6,7 +6,7 @@ from __future__ import annotations
 from tenantry.catalog.gpus import GPU_TYPES, MigProfile
 from tenantry.catalog.models import Architecture, estimate_parameters, is_gated
 from tenantry.plan.lora import plan_lora
-from tenantry.plan.memory import plan_gpu_budget, plan_kv, plan_memory
+from tenantry.plan.memory import kv_block_size, plan_gpu_budget, plan_kv, plan_memory
 from tenantry.plan.model import EnginePlan, PlacementKind
 from tenantry.plan.notes import EngineNotes
 from tenantry.plan.pod import plan_pod
@@ -36,8 +36,8 @@ def plan_engine(
     engine_demands = demands(routes)
     typical = typical_context(routes, engine_demands, max_context)
     kv = plan_kv(
-        engine, arch, memory, max_context=max_context, typical_context=typical, weights_fit=budget.weights_fit,
-        notes=notes,
+        engine, arch, memory, max_context=max_context, typical_context=typical, block_size=kv_block_size(placement),
+        weights_fit=budget.weights_fit, notes=notes,
     )
     memory_fits = budget.weights_fit and kv.sequences_at_max_context >= 1
     slots = plan_engine_slots(engine.replicas, kv, engine_demands, memory_fits=memory_fits, notes=notes)

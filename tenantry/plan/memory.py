@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tenantry.catalog.gpus import GpuType, MigProfile
 from tenantry.catalog.models import Architecture
-from tenantry.plan.model import KvPlan, LoraPlan, MemoryPlan
+from tenantry.plan.model import KvPlan, LoraPlan, MemoryPlan, PlacementKind
 from tenantry.plan.notes import EngineNotes
 from tenantry.spec.schema import EngineSpec, KvCacheDtype, WeightDtype
 from tenantry.units import human_bytes as gib
@@ -51,6 +51,24 @@ def kv_budget_bytes(device_bytes: int, utilisation: float, weight_bytes_per_gpu:
 
 def sequences_that_fit(kv_tokens: int, tokens_per_sequence: int) -> int:
     return kv_tokens // tokens_per_sequence if tokens_per_sequence > 0 else 0
+
+
+def kv_block_size(placement: PlacementKind) -> int:
+    """Tokens per KV block, passed to vLLM as --block-size so no attention backend picks another:
+    vLLM's CPU attention wants a multiple of 32, CUDA's default is 16
+    (docs/decisions.md: The engine's KV cache is the Plan's)."""
+    return 32 if placement == "cpu" else 16
+
+
+def kv_blocks(kv_bytes: int, block_size: int, bytes_per_token_per_gpu: int) -> int:
+    """Blocks vLLM makes of the KV bytes it is given: whole blocks of every layer's keys and
+    values for block_size tokens, the remainder unused (vLLM's num_gpu_blocks)."""
+    return kv_bytes // (block_size * bytes_per_token_per_gpu)
+
+
+def sequences_in_blocks(blocks: int, block_size: int, tokens_per_sequence: int) -> int:
+    """Sequences of this length the blocks hold, each taking whole blocks as vLLM allocates them."""
+    return blocks // math.ceil(tokens_per_sequence / block_size) if tokens_per_sequence > 0 else 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,15 +152,19 @@ def plan_kv(
     *,
     max_context: int,
     typical_context: int,
+    block_size: int,
     weights_fit: bool,
     notes: EngineNotes,
 ) -> KvPlan:
+    """vLLM is given exactly memory.kv_bytes (--kv-cache-memory-bytes), so the tokens and
+    sequences here are the blocks it makes of them (docs/decisions.md: The engine's KV cache is the Plan's)."""
     tp = engine.placement.tensor_parallel
     dtype_bytes = KV_BYTES[engine.kv_cache_dtype]
     per_token_gpu = kv_bytes_per_token(arch.layers, kv_heads_per_gpu(arch.kv_heads, tp), arch.head_dim, dtype_bytes)
-    kv_tokens = memory.kv_bytes // per_token_gpu
-    at_max = sequences_that_fit(kv_tokens, max_context)
-    at_typical = sequences_that_fit(kv_tokens, typical_context)
+    blocks = kv_blocks(memory.kv_bytes, block_size, per_token_gpu)
+    kv_tokens = blocks * block_size
+    at_max = sequences_in_blocks(blocks, block_size, max_context)
+    at_typical = sequences_in_blocks(blocks, block_size, typical_context)
     if at_max < 1 and weights_fit:
         notes.refuse(
             "max_context",
@@ -153,6 +175,8 @@ def plan_kv(
     return KvPlan(
         bytes_per_token=kv_bytes_per_token(arch.layers, arch.kv_heads, arch.head_dim, dtype_bytes),
         bytes_per_token_per_gpu=per_token_gpu,
+        block_size=block_size,
+        blocks_per_replica=blocks,
         tokens_per_replica=kv_tokens,
         max_context=max_context,
         typical_context=typical_context,

@@ -59,11 +59,12 @@ def test_policy_settings_carry_tiers_salts_and_reservations():
     assert tenant_policy_settings(plan, prometheus_url="http://p:9090")["metrics"]["prometheus_url"] == "http://p:9090"
 
 
-def test_cpu_engines_get_cpu_arguments_and_a_kv_cache_size():
+def test_cpu_engines_get_cpu_arguments_and_the_plans_kv_cache_size():
     tiny = plan_stack("local").engine("tiny")
     args = vllm_args(tiny, model="/m", adapter_dir="/a", download_dir=None)
     assert args[args.index("--block-size") + 1] == "32" and "--enforce-eager" in args
-    assert vllm_env(tiny) == {"VLLM_CPU_KVCACHE_SPACE": str(tiny.memory.kv_bytes // 2**30)}
+    assert args[args.index("--kv-cache-memory-bytes") + 1] == str(tiny.memory.kv_bytes)
+    assert vllm_env(tiny) == {}  # VLLM_CPU_KVCACHE_SPACE, in whole GiB, would override the exact bytes
     big = plan_stack("h100x8-shared-70b").engine("llama-70b")
     assert "--enforce-eager" not in vllm_args(big, model="m", adapter_dir="/a", download_dir="/models")
     assert vllm_env(big) == {}

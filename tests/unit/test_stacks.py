@@ -26,7 +26,7 @@ def test_h100x8_shared_70b_by_hand():
     assert (engine.memory.weight_bytes, engine.memory.reserve_bytes, engine.memory.kv_bytes) == (weights_per_gpu, reserve, kv)
     assert engine.kv.bytes_per_token == 2 * 80 * 8 * 128 * 1  # fp8 KV cache
     assert engine.kv.bytes_per_token_per_gpu == 2 * 80 * 1 * 128 * 1  # one KV head per GPU at TP 8
-    tokens = kv // 20_480
+    tokens = kv // (16 * 20_480) * 16  # whole KV blocks of 16 tokens, as vLLM allocates them
     assert engine.kv.tokens_per_replica == tokens
     assert engine.kv.sequences_at_max_context == tokens // 16_384
     # Concurrency-weighted typical context of the five tenants (prompt + output).

