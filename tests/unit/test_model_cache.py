@@ -5,6 +5,8 @@ the Hub fetch takes only the files vLLM reads."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tenantry.deploy.hub_fetch import model_files
@@ -99,3 +101,46 @@ def test_hub_fetch_takes_mistrals_consolidated_file_alone_as_vllm_loads_it():
 def test_hub_fetch_without_an_index_takes_every_safetensors_file():
     files = model_files(["config.json", "model.safetensors", "pytorch_model.bin"], lambda: pytest.fail("no index"))
     assert files == ["model.safetensors", "config.json"]
+
+
+def _cache_pod(engine, role: str, planned, hub_token: object | None):
+    from tenantry.deploy.identity import bucket_access
+    from tenantry.deploy.model_cache import CacheArgs, _pod_spec, engine_caches
+
+    content = next(c for c in engine_caches(engine) if c.role == role)
+    args = CacheArgs(namespace="tenantry", fetch_image="rclone", hub_image="vllm", access_mode="ReadWriteOnce",
+                     storage_class=None, deadline_seconds=engine.pod.populate_seconds, hub_token=hub_token,
+                     bucket_access=bucket_access(planned.platform), bucket_account=None,
+                     node_selector={"tenantry.io/pool": engine.pool}, tolerations=[])
+    return content, _pod_spec(content, args, hub_token if content.from_hub else None)
+
+
+def test_adapters_from_the_hub_and_a_bucket_fill_one_claim_in_two_steps():
+    spec = base_spec()
+    spec["engines"][1]["adapters"][1]["source"] = "hf://beta-org/legal-lora@0123456789abcdef0123456789abcdef01234567"
+    planned = _plan(spec)
+    content, pod = _cache_pod(planned.engine("small"), "adapters", planned, hub_token=object())
+    assert [c["name"] for c in pod["initContainers"]] == ["sync"] and [c["name"] for c in pod["containers"]] == ["hub"]
+    assert json.loads(content.files["hub.json"]) == [{"destination": "/adapters/beta-legal", "repo": "beta-org/legal-lora",
+                                                     "revision": "0123456789abcdef0123456789abcdef01234567",
+                                                     "whole": True}]
+    assert "s3,provider=AWS,env_auth=true:adapters/alpha/support" in content.files["fetch.sh"]
+    assert pod["serviceAccountName"] == "tenantry-buckets"  # the bucket identity, for the rclone step
+    hub = pod["containers"][0]
+    assert {"name": "HF_TOKEN_PATH", "value": "/var/run/secrets/huggingface/token"} in hub["env"]
+    assert any(v.get("secret", {}).get("secretName") == "tenantry-hf-token" for v in pod["volumes"])
+    assert "hf-token" not in [m["name"] for m in pod["initContainers"][0]["volumeMounts"]]
+
+
+def test_weights_on_a_claim_are_copied_from_it_mounted_read_only_without_token_or_identity():
+    spec = base_spec()
+    spec["engines"][0]["source"] = "pvc://model-store/llama-3.1-70b"
+    spec["engines"][0]["revision"] = "copy-2"
+    planned = _plan(spec)
+    content, pod = _cache_pod(planned.engine("big"), "weights", planned, hub_token=object())
+    assert [c["name"] for c in pod["containers"]] == ["sync"] and "initContainers" not in pod
+    assert "rclone copy --checksum --transfers 8 /sources/model-store/llama-3.1-70b /models/weights" in content.files[
+        "fetch.sh"]
+    assert {"name": "source-model-store", "persistentVolumeClaim": {"claimName": "model-store", "readOnly": True}} in (
+        pod["volumes"])
+    assert "serviceAccountName" not in pod and not any("secret" in v for v in pod["volumes"])
