@@ -121,9 +121,9 @@ def test_adapters_from_the_hub_and_a_bucket_fill_one_claim_in_two_steps():
     planned = _plan(spec)
     content, pod = _cache_pod(planned.engine("small"), "adapters", planned, hub_token=object())
     assert [c["name"] for c in pod["initContainers"]] == ["sync"] and [c["name"] for c in pod["containers"]] == ["hub"]
-    assert json.loads(content.files["hub.json"]) == [{"destination": "/adapters/beta-legal", "repo": "beta-org/legal-lora",
-                                                     "revision": "0123456789abcdef0123456789abcdef01234567",
-                                                     "whole": True}]
+    assert json.loads(content.files["hub.json"]) == [{
+        "destination": "/adapters/beta-legal", "repo": "beta-org/legal-lora",
+        "revision": "0123456789abcdef0123456789abcdef01234567", "whole": True}]
     assert "s3,provider=AWS,env_auth=true:adapters/alpha/support" in content.files["fetch.sh"]
     assert pod["serviceAccountName"] == "tenantry-buckets"  # the bucket identity, for the rclone step
     hub = pod["containers"][0]
