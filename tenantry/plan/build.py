@@ -18,7 +18,7 @@ from tenantry.plan.engines import plan_engine
 from tenantry.plan.model import CloudIdentityPlan, EnginePlan, FallbackPlan, GatewayPlan, Plan, PlatformPlan
 from tenantry.plan.notes import Notes
 from tenantry.plan.placement import plan_pool
-from tenantry.plan.pod import refuse_cache_claims_across_nodes
+from tenantry.plan.pod import refuse_cache_claims_across_nodes, warn_read_write_many_on_the_default_class
 from tenantry.plan.routes import group_routes, routes
 from tenantry.plan.tenants import FallbackGraph, plan_tenant
 from tenantry.spec.identity_checks import bucket_schemes
@@ -40,6 +40,9 @@ def plan(spec: Spec, stack: str) -> Plan:
     pools = tuple(plan_pool(i, pool, engines, notes) for i, pool in enumerate(spec.cluster.node_pools))
     cluster = plan_cluster(spec, notes)
     refuse_cache_claims_across_nodes(spec.platform.model_cache.access_mode, engines, pools, notes)
+    warn_read_write_many_on_the_default_class(
+        spec.platform.model_cache.access_mode, spec.platform.model_cache.storage_class or spec.platform.storage_class,
+        notes)
     reserved = _reserved_slots(engines)
     fallbacks = FallbackGraph.of(spec)
     tenants = tuple(plan_tenant(spec, t, by_tenant[t.name], reserved[t.name], fallbacks) for t in spec.tenants)

@@ -64,3 +64,14 @@ def refuse_cache_claims_across_nodes(
                 "ReadWriteOnce cache claim, which one node at a time can mount; set platform.model_cache.access_mode "
                 "to ReadWriteMany with a StorageClass that offers it (platform.model_cache.storage_class)",
             )
+
+
+def warn_read_write_many_on_the_default_class(access_mode: ModelCacheAccessMode, storage_class: str | None,
+                                              notes: Notes) -> None:
+    """ReadWriteMany needs a file store; the default StorageClass of a managed cluster is block storage
+    (docs/decisions.md: Cache claims are ReadWriteOnce unless the spec says otherwise)."""
+    if access_mode == "ReadWriteMany" and storage_class is None:
+        notes.warn("platform.model_cache.storage_class",
+                   "not set while access_mode is ReadWriteMany: the cache claims use the cluster's default "
+                   "StorageClass, which must offer ReadWriteMany (block storage such as EBS, Persistent Disk or "
+                   "Azure Disk does not, and the claims would stay Pending)")

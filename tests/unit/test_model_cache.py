@@ -41,6 +41,13 @@ def test_read_write_many_cache_lets_replicas_span_nodes():
         "ReadWriteMany", "efs")
 
 
+def test_read_write_many_on_the_default_storage_class_is_warned():
+    spec = _across_two_nodes(base_spec())
+    spec.setdefault("platform", {})["model_cache"] = {"access_mode": "ReadWriteMany"}
+    warned = [f for f in _plan(spec).warnings if f.path == "platform.model_cache.storage_class"]
+    assert warned and "must offer ReadWriteMany" in warned[0].message
+
+
 def test_cache_storage_class_defaults_to_the_platforms():
     spec = base_spec()
     spec.setdefault("platform", {})["storage_class"] = "fast"
