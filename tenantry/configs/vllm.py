@@ -10,7 +10,7 @@ VLLM_SERVE = ["vllm", "serve"]
 
 
 def vllm_args(
-    engine: EnginePlan, *, model: str, adapter_dir: str, download_dir: str | None, host: str = "0.0.0.0", port: int = PORT
+    engine: EnginePlan, *, model: str, adapter_dir: str, host: str = "0.0.0.0", port: int = PORT
 ) -> list[str]:
     """Arguments after `vllm serve`, the model first: `vllm serve` takes it as its
     positional model tag (its --model is deprecated) (docs/decisions.md: Engines run vllm serve).
@@ -28,7 +28,8 @@ def vllm_args(
         "--gpu-memory-utilization", str(engine.gpu_memory_utilization),
         "--max-num-seqs", str(engine.kv.max_num_seqs),
         "--kv-cache-dtype", engine.kv_cache_dtype,
-        # The KV cache the Plan sized, in its blocks, instead of what vLLM would measure is left
+        # The KV cache the Plan sized, in its blocks, instead of what vLLM would measure is left; on every
+        # backend, so VLLM_CPU_KVCACHE_SPACE (whole GiB, overriding this flag) is never set
         # (docs/decisions.md: The engine's KV cache is the Plan's).
         "--kv-cache-memory-bytes", str(engine.memory.kv_bytes),
         "--block-size", str(engine.kv.block_size),
@@ -39,8 +40,6 @@ def vllm_args(
         # A tenant learns only about its own salt's cache (or, with isolation none, the shared one).
         "--enable-prompt-tokens-details",
     ]
-    if download_dir:
-        args += ["--download-dir", download_dir]
     if engine.quantize_on_load:
         args += ["--quantization", engine.weights]  # fp8 from the bf16 checkpoint, while loading
     elif engine.weights == "int4-awq":
@@ -60,11 +59,3 @@ def vllm_args(
             *(f"{a.name}={adapter_dir}/{a.name}" for a in engine.lora.adapters),
         ]
     return args
-
-
-def vllm_env(engine: EnginePlan) -> dict[str, str]:
-    """Environment the engine needs from the Plan beyond its arguments: none. The KV cache is
-    --kv-cache-memory-bytes on every backend; the CPU backend's VLLM_CPU_KVCACHE_SPACE takes
-    whole GiB only and, when set, overrides that flag, so it is never set
-    (docs/decisions.md: The engine's KV cache is the Plan's)."""
-    return {}

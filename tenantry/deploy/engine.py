@@ -35,7 +35,7 @@ from tenantry.deploy.model_cache import (
     populate,
 )
 from tenantry.plan.model import EnginePlan
-from tenantry.configs.vllm import PORT, vllm_args, vllm_env
+from tenantry.configs.vllm import PORT, vllm_args
 
 ENGINE_PRIORITY_CLASS = "tenantry-engine"
 VLLM_USER = 10001
@@ -153,7 +153,7 @@ def _volumes(args: EngineArgs, claims: dict[str, str]) -> list[dict[str, Any]]:
 def _vllm_container(args: EngineArgs, claims: dict[str, str]) -> dict[str, Any]:
     e = args.engine
     gpu_resources = {e.gpu_resource: str(e.gpu_resource_count)} if e.gpu_resource else {}
-    args_list = vllm_args(e, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR, download_dir=None)
+    args_list = vllm_args(e, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR)
     probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": PROBE_PERIOD_SECONDS, "timeoutSeconds": 5}
     return {
         "name": "vllm",
@@ -161,7 +161,7 @@ def _vllm_container(args: EngineArgs, claims: dict[str, str]) -> dict[str, Any]:
         "command": ["vllm", "serve"],  # (docs/decisions.md: Engines run vllm serve)
         "args": args_list,
         "ports": [{"name": "http", "containerPort": PORT}],
-        "env": _vllm_env() + [{"name": k, "value": v} for k, v in vllm_env(e).items()],
+        "env": _vllm_env(),
         "resources": resources(e.pod.cpu, e.pod.memory_bytes, gpu_resources),
         "volumeMounts": [*({"name": role, "mountPath": MOUNTS[role], "readOnly": True} for role in claims),
                          {"name": "shm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"}],

@@ -17,7 +17,7 @@ from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports
 from tenantry.local.models import BuiltModel
 from tenantry.plan.model import EnginePlan, Plan
 from tenantry.configs.litellm import PLUGIN_FILES, litellm_config, tenant_policy_settings
-from tenantry.configs.vllm import VLLM_SERVE, vllm_args, vllm_env
+from tenantry.configs.vllm import VLLM_SERVE, vllm_args
 
 GATEWAY_SOURCES = Path(__file__).resolve().parent.parent / "gateway"
 ENGINE_SITE = Path(__file__).resolve().parent / "engine_site"
@@ -57,12 +57,11 @@ REQUEST_LOGGING_CONFIG = {
 def engine_program(
     engine: EnginePlan, built: BuiltModel, port: int, request_logging_config: Path | None = None
 ) -> tuple[str, dict[str, str]]:
-    args = vllm_args(engine, model=str(built.model_dir), adapter_dir=str(built.adapter_dir), download_dir=None,
+    args = vllm_args(engine, model=str(built.model_dir), adapter_dir=str(built.adapter_dir),
                      host=HOST, port=port)
     if request_logging_config:
         args += ["--enable-log-requests", "--max-log-len", "4000"]
     env = {
-        **vllm_env(engine),
         "LOGNAME": os.environ.get("LOGNAME", "tenantry"),
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",

@@ -19,7 +19,7 @@ def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
             violations.append(f"engine {engine.name} has no Deployment")
             continue
         vllm = next((c for c in containers(deployment) if c.get("name") == "vllm"), {})
-        expected = vllm_args(engine, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR, download_dir=None)
+        expected = vllm_args(engine, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR)
         if vllm.get("args") != expected:
             violations.append(f"{deployment.label} runs vLLM with {vllm.get('args')}, the plan says {expected}")
         if vllm.get("command") != VLLM_SERVE:  # the arguments start with the positional model of `vllm serve`

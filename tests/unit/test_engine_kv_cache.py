@@ -61,7 +61,7 @@ def test_every_engine_plans_the_blocks_vllm_makes_of_its_bytes(stack):
 @pytest.mark.parametrize("stack", [*STACKS, "tests/local/stack.yaml"])
 def test_every_engine_is_given_the_plans_kv_bytes_and_block_size(stack):
     for engine in plan_stack(stack).engines:
-        args = vllm_args(engine, model="/models/weights", adapter_dir="/adapters", download_dir=None)
+        args = vllm_args(engine, model="/models/weights", adapter_dir="/adapters")
         assert args[args.index("--kv-cache-memory-bytes") + 1] == str(engine.memory.kv_bytes)
         assert args[args.index("--block-size") + 1] == str(engine.kv.block_size)
         assert args.count("--block-size") == 1
@@ -69,6 +69,6 @@ def test_every_engine_is_given_the_plans_kv_bytes_and_block_size(stack):
 
 def test_vllm_serve_takes_the_model_as_its_first_argument():
     engine = plan_stack("local").engine("tiny")
-    args = vllm_args(engine, model="/models/weights", adapter_dir="/adapters", download_dir=None)
+    args = vllm_args(engine, model="/models/weights", adapter_dir="/adapters")
     assert VLLM_SERVE == ["vllm", "serve"]
     assert args[0] == "/models/weights" and "--model" not in args

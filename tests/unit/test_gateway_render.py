@@ -9,7 +9,7 @@ import pytest
 from tenantry.gateway.reconciler import MANAGED_BY, Action, plan_actions
 from tenantry.configs.litellm import litellm_config, tenant_policy_settings
 from tenantry.configs.teams import desired_teams
-from tenantry.configs.vllm import vllm_args, vllm_env
+from tenantry.configs.vllm import vllm_args
 from tenantry.stacks import plan_stack
 
 
@@ -61,13 +61,11 @@ def test_policy_settings_carry_tiers_salts_and_reservations():
 
 def test_cpu_engines_get_cpu_arguments_and_the_plans_kv_cache_size():
     tiny = plan_stack("local").engine("tiny")
-    args = vllm_args(tiny, model="/m", adapter_dir="/a", download_dir=None)
+    args = vllm_args(tiny, model="/m", adapter_dir="/a")
     assert args[args.index("--block-size") + 1] == "32" and "--enforce-eager" in args
     assert args[args.index("--kv-cache-memory-bytes") + 1] == str(tiny.memory.kv_bytes)
-    assert vllm_env(tiny) == {}  # VLLM_CPU_KVCACHE_SPACE, in whole GiB, would override the exact bytes
     big = plan_stack("h100x8-shared-70b").engine("llama-70b")
-    assert "--enforce-eager" not in vllm_args(big, model="m", adapter_dir="/a", download_dir="/models")
-    assert vllm_env(big) == {}
+    assert "--enforce-eager" not in vllm_args(big, model="m", adapter_dir="/a")
 
 
 def test_desired_teams():
