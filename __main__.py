@@ -9,7 +9,7 @@ configured (`pulumi config set --secret tenantry:hfToken ...`).
 
 import pulumi
 
-from tenantry.deploy.model_cache import HF_TOKEN_CONFIG, engines_missing_hub_token, missing_hub_token_message
+from tenantry.deploy.model_cache import HF_TOKEN_CONFIG, gated_engines, missing_hub_token_message
 from tenantry.deploy.platform import Platform, PlatformArgs
 from tenantry.findings import PlanRefused, SpecError
 from tenantry.stacks import plan_stack, require_fit
@@ -22,7 +22,7 @@ except (SpecError, PlanRefused) as error:
     raise pulumi.RunError(f"{error.headline}\n{reasons}") from None
 
 hub_token = config.get_secret(HF_TOKEN_CONFIG)
-if hub_token is None and (gated := engines_missing_hub_token(plan)):
+if hub_token is None and (gated := gated_engines(plan)):
     raise pulumi.RunError(missing_hub_token_message(gated, pulumi.get_stack()))
 
 platform = Platform("tenantry", PlatformArgs(plan, hub_token=hub_token))

@@ -20,6 +20,10 @@ TENANT_LABEL = "tenantry.io/tenant"
 TIER_LABEL = "tenantry.io/tier"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 ENGINE_LABEL = "tenantry.io/engine"
+DNS_EGRESS = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                      "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+              "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+"""The egress rule to the cluster's DNS, which every egress policy of tenantry keeps open."""
 
 
 def labels(component: str, **extra: str) -> dict[str, str]:

@@ -27,10 +27,10 @@ from tenantry.deploy.common import (
 from tenantry.deploy.identity import BucketAccess
 from tenantry.deploy.model_cache import (
     ADAPTERS_DIR,
-    MODELS_DIR,
     TIMEOUT_ANNOTATION,
     WEIGHTS_DIR,
     CacheArgs,
+    CacheContent,
     engine_caches,
     populate,
 )
@@ -40,7 +40,6 @@ from tenantry.configs.vllm import PORT, vllm_args
 ENGINE_PRIORITY_CLASS = "tenantry-engine"
 VLLM_USER = 10001
 PROBE_PERIOD_SECONDS = 10
-MOUNTS = {"weights": MODELS_DIR, "adapters": ADAPTERS_DIR}
 ROLLOUT_MARGIN_SECONDS = 600
 """How long `pulumi up` waits for a rollout beyond one replica's start-up: pulling the image, scheduling
 (docs/decisions.md: pulumi up waits as long as the Plan allows)."""
@@ -90,7 +89,7 @@ class Engine(pulumi.ComponentResource):
             f"{name}-deployment",
             metadata={"name": e.name, "namespace": ns, "labels": pod_labels,
                       "annotations": {TIMEOUT_ANNOTATION: str(e.pod.startup_seconds + ROLLOUT_MARGIN_SECONDS)}},
-            spec=_deployment_spec(args, {c.role: c.name for c in caches}, selector, pod_labels),
+            spec=_deployment_spec(args, caches, selector, pod_labels),
             opts=pulumi.ResourceOptions(parent=self, depends_on=jobs),
         )
         k8s.policy.v1.PodDisruptionBudget(
@@ -108,7 +107,7 @@ class Engine(pulumi.ComponentResource):
 
 
 def _deployment_spec(
-    args: EngineArgs, claims: dict[str, str], selector: dict[str, str], pod_labels: dict[str, str]
+    args: EngineArgs, caches: tuple[CacheContent, ...], selector: dict[str, str], pod_labels: dict[str, str]
 ) -> dict[str, Any]:
     e = args.engine
     return {
@@ -126,8 +125,8 @@ def _deployment_spec(
                 "affinity": spread_across_nodes(selector),
                 "securityContext": pod_security(VLLM_USER),
                 "terminationGracePeriodSeconds": 60,
-                "containers": [_vllm_container(args, claims)],
-                "volumes": _volumes(args, claims),
+                "containers": [_vllm_container(args, caches)],
+                "volumes": _volumes(args, caches),
             },
         },
     }
@@ -140,17 +139,16 @@ def _tolerations(e: EnginePlan) -> list[dict[str, str]]:
     return tolerations
 
 
-def _volumes(args: EngineArgs, claims: dict[str, str]) -> list[dict[str, Any]]:
+def _volumes(args: EngineArgs, caches: tuple[CacheContent, ...]) -> list[dict[str, Any]]:
     """The cache claims, read-only: replicas never write their weights, and never fetch them."""
     return [
-        *({"name": role, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
-          for role, claim in claims.items()),
+        *({"name": c.role, "persistentVolumeClaim": {"claimName": c.name, "readOnly": True}} for c in caches),
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": mebibytes(args.engine.pod.shm_bytes)}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "8Gi"}},
     ]
 
 
-def _vllm_container(args: EngineArgs, claims: dict[str, str]) -> dict[str, Any]:
+def _vllm_container(args: EngineArgs, caches: tuple[CacheContent, ...]) -> dict[str, Any]:
     e = args.engine
     gpu_resources = {e.gpu_resource: str(e.gpu_resource_count)} if e.gpu_resource else {}
     args_list = vllm_args(e, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR)
@@ -163,7 +161,7 @@ def _vllm_container(args: EngineArgs, claims: dict[str, str]) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": PORT}],
         "env": _vllm_env(),
         "resources": resources(e.pod.cpu, e.pod.memory_bytes, gpu_resources),
-        "volumeMounts": [*({"name": role, "mountPath": MOUNTS[role], "readOnly": True} for role in claims),
+        "volumeMounts": [*({"name": c.role, "mountPath": c.mount_path, "readOnly": True} for c in caches),
                          {"name": "shm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"}],
         # The Plan's startup time, in probe periods rounded up.
         "startupProbe": {**probe, "failureThreshold": -(-e.pod.startup_seconds // PROBE_PERIOD_SECONDS)},

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tenantry.deploy.common import COMPONENT_LABEL, ENGINE_LABEL, labels, mebibytes, pinned_image
+from tenantry.deploy.common import COMPONENT_LABEL, DNS_EGRESS, ENGINE_LABEL, labels, mebibytes, pinned_image
 from tenantry.deploy.common import pod_security, resources, restricted_container
 from tenantry.deploy.identity import BucketAccess
 from tenantry.deploy.sources import Source, hub_items, parse_source, rclone_script
@@ -105,8 +105,8 @@ def engine_caches(engine: EnginePlan) -> tuple[CacheContent, ...]:
     return tuple(caches)
 
 
-def engines_missing_hub_token(plan: Plan) -> list[str]:
-    """Engines whose weights come from a gated Hub repository."""
+def gated_engines(plan: Plan) -> list[str]:
+    """Engines whose weights come from a gated Hub repository: they need the Hub token."""
     return [e.name for e in plan.engines if e.gated]
 
 
@@ -232,9 +232,6 @@ def _steps(
     return steps
 
 
-DNS_EGRESS = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                      "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-              "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
 GKE_METADATA_EGRESS = {"to": [{"ipBlock": {"cidr": "169.254.169.254/32"}}], "ports": [{"protocol": "TCP", "port": 80}]}
 """Where GKE's metadata server answers Workload Identity's token requests."""
 

@@ -15,6 +15,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tenantry.spec.fields import BUCKET_SCHEMES
+
 ARTIFACTS_CLAIM = "tenantry-artifacts"
 SOURCES_MOUNT = "/sources"
 
@@ -36,7 +38,7 @@ class Source:
 
     @property
     def in_bucket(self) -> bool:
-        return self.scheme in ("s3", "gs")
+        return self.scheme in BUCKET_SCHEMES
 
     @property
     def mounted_path(self) -> str:

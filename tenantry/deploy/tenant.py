@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tenantry.deploy.common import TENANT_LABEL, TIER_LABEL, cores, labels, mebibytes
+from tenantry.deploy.common import DNS_EGRESS, TENANT_LABEL, TIER_LABEL, cores, labels, mebibytes
 from tenantry.plan.model import TenantPlan
 
 KEY_SECRET = "tenantry-gateway-key"
@@ -91,9 +91,7 @@ def _network_policies(
             "podSelector": {},
             "policyTypes": ["Egress"],
             "egress": [
-                {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                DNS_EGRESS,
                 {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.gateway_namespace}},
                          "podSelector": {"matchLabels": args.gateway_selector}}],
                  "ports": [{"protocol": "TCP", "port": args.gateway_port}]},

@@ -9,14 +9,12 @@ import re
 from typing import Any
 
 from tenantry.deploy.identity import BucketAccess, bucket_access
+from tenantry.deploy.postgres import BARMAN_PLUGIN
 from tenantry.manifests.resources import Resource, containers, pod_spec
 from tenantry.plan.model import Plan
 
 RCLONE_BUCKET_REMOTE = re.compile(r":(s3|gcs),")
 """rclone's on-the-fly remotes for S3 and GCS (tenantry/deploy/sources.py writes them)."""
-BARMAN_PLUGIN = "barman-cloud.cloudnative-pg.io"
-WORKLOAD_IDENTITY_CREDENTIALS = ({"s3Credentials": {"inheritFromIAMRole": True}},
-                                 {"googleCredentials": {"gkeEnvironment": True}})
 
 
 def bucket_readers_have_an_identity(resources: list[Resource], plan: Plan) -> list[str]:

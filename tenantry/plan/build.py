@@ -39,10 +39,9 @@ def plan(spec: Spec, stack: str) -> Plan:
     )
     pools = tuple(plan_pool(i, pool, engines, notes) for i, pool in enumerate(spec.cluster.node_pools))
     cluster = plan_cluster(spec, notes)
-    refuse_cache_claims_across_nodes(spec.platform.model_cache.access_mode, engines, pools, notes)
-    warn_read_write_many_on_the_default_class(
-        spec.platform.model_cache.access_mode, spec.platform.model_cache.storage_class or spec.platform.storage_class,
-        notes)
+    platform = _plan_platform(spec)
+    refuse_cache_claims_across_nodes(platform.model_cache_access_mode, engines, pools, notes)
+    warn_read_write_many_on_the_default_class(platform.model_cache_access_mode, platform.model_cache_storage_class, notes)
     reserved = _reserved_slots(engines)
     fallbacks = FallbackGraph.of(spec)
     tenants = tuple(plan_tenant(spec, t, by_tenant[t.name], reserved[t.name], fallbacks) for t in spec.tenants)
@@ -61,7 +60,7 @@ def plan(spec: Spec, stack: str) -> Plan:
         engines=engines,
         tenants=tenants,
         gateway=_plan_gateway(spec),
-        platform=_plan_platform(spec),
+        platform=platform,
         refusals=tuple(notes.refusals),
         warnings=tuple(notes.warnings),
     )

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from tenantry.plan.model import ClusterPlan, GpuOperatorPlan
 from tenantry.plan.notes import Notes
-from tenantry.spec.schema import ClusterEnvironment, GpuSoftwareSource, MetricsApiSource, Spec
+from tenantry.spec.cluster import MANAGED_METRICS_API
+from tenantry.spec.schema import ClusterEnvironment, GpuSoftwareSource, Spec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -18,23 +19,18 @@ class EnvironmentDefaults:
     driver: GpuSoftwareSource
     container_toolkit: GpuSoftwareSource
     mig_reboot: bool
-    metrics_api: MetricsApiSource
 
 
 ENVIRONMENT_DEFAULTS: dict[ClusterEnvironment, EnvironmentDefaults] = {
     # Hosts tenantry's Ansible (or you) prepare: the operator brings driver and toolkit,
     # and a MIG mode change is made with a GPU reset, never by rebooting someone's server.
-    "bare-metal": EnvironmentDefaults(driver="operator", container_toolkit="operator", mig_reboot=False,
-                                      metrics_api="install"),
-    # EKS accelerated AMIs ship driver and toolkit; EKS does not run metrics-server by default.
-    "eks": EnvironmentDefaults(driver="preinstalled", container_toolkit="preinstalled", mig_reboot=True,
-                               metrics_api="install"),
+    "bare-metal": EnvironmentDefaults(driver="operator", container_toolkit="operator", mig_reboot=False),
+    # EKS accelerated AMIs ship driver and toolkit.
+    "eks": EnvironmentDefaults(driver="preinstalled", container_toolkit="preinstalled", mig_reboot=True),
     # GKE installs the driver with Google's installer; the operator brings the toolkit.
-    "gke": EnvironmentDefaults(driver="preinstalled", container_toolkit="operator", mig_reboot=True,
-                               metrics_api="present"),
+    "gke": EnvironmentDefaults(driver="preinstalled", container_toolkit="operator", mig_reboot=True),
     # AKS GPU node images ship driver and toolkit.
-    "aks": EnvironmentDefaults(driver="preinstalled", container_toolkit="preinstalled", mig_reboot=True,
-                               metrics_api="present"),
+    "aks": EnvironmentDefaults(driver="preinstalled", container_toolkit="preinstalled", mig_reboot=True),
 }
 
 CHART_DRIVER_INSTALL_DIR = "/run/nvidia/driver"
@@ -74,5 +70,5 @@ def plan_cluster(spec: Spec, notes: Notes) -> ClusterPlan:
             toolkit_runtime_config_from_file=cluster.environment == "gke" and toolkit == "operator",
             critical_pods_quota=GKE_CRITICAL_PODS_QUOTA if cluster.environment == "gke" else None,
         ),
-        metrics_api=cluster.metrics_api or defaults.metrics_api,
+        metrics_api=cluster.metrics_api or ("present" if cluster.environment in MANAGED_METRICS_API else "install"),
     )

@@ -49,10 +49,6 @@ def kv_budget_bytes(device_bytes: int, utilisation: float, weight_bytes_per_gpu:
     return max(0, int(device_bytes * utilisation) - weight_bytes_per_gpu - reserve_bytes)
 
 
-def sequences_that_fit(kv_tokens: int, tokens_per_sequence: int) -> int:
-    return kv_tokens // tokens_per_sequence if tokens_per_sequence > 0 else 0
-
-
 def kv_block_size(placement: PlacementKind) -> int:
     """Tokens per KV block, passed to vLLM as --block-size so no attention backend picks another:
     vLLM's CPU attention wants a multiple of 32, CUDA's default is 16

@@ -18,6 +18,9 @@ from tenantry.spec.fields import (
 )
 
 
+MANAGED_METRICS_API: tuple[ClusterEnvironment, ...] = ("gke", "aks")
+"""Environments whose clusters always run their own metrics-server: `present` there, `install` elsewhere."""
+
 class NodePoolSpec(SpecModel):
     """A group of identical GPU nodes."""
 

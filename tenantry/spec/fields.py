@@ -3,7 +3,7 @@ documented fields, and strict, frozen models that refuse unknown keys."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -17,6 +17,7 @@ TrafficProfile = Literal["chat", "rag", "batch"]
 CacheIsolationMode = Literal["own", "shared", "none"]
 CloudIdentityProvider = Literal["aws", "gcp", "static"]
 BucketScheme = Literal["s3", "gs"]
+BUCKET_SCHEMES: tuple[BucketScheme, ...] = get_args(BucketScheme)
 ClusterEnvironment = Literal["bare-metal", "eks", "gke", "aks"]
 GpuSoftwareSource = Literal["operator", "preinstalled"]
 MetricsApiSource = Literal["install", "present"]

@@ -5,15 +5,12 @@ stack reads (weights, adapters) or writes (PostgreSQL backups) is reached as
 
 from __future__ import annotations
 
-from typing import get_args
-
 from tenantry.findings import Loc, path_str
-from tenantry.spec.fields import BucketScheme
+from tenantry.spec.fields import BUCKET_SCHEMES, BucketScheme
 from tenantry.spec.problems import Problem
 from tenantry.spec.resolve import resolve_model
 from tenantry.spec.schema import CloudIdentitySpec, Spec
 
-BUCKET_SCHEMES: tuple[BucketScheme, ...] = get_args(BucketScheme)
 PROVIDER_FIELD = {"aws": "aws_role_arn", "gcp": "gcp_service_account", "static": "credentials_secret"}
 """The one field each provider needs; the others must stay unset."""
 PROVIDER_SCHEMES = {"aws": ("s3",), "gcp": ("gs",), "static": BUCKET_SCHEMES}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from tenantry.catalog.gpus import GPU_TYPES, GpuType, place_mig_layout, valid_mig_layouts
 from tenantry.findings import Loc
 from tenantry.spec.engine_checks import check_engines
+from tenantry.spec.cluster import MANAGED_METRICS_API
 from tenantry.spec.identity_checks import check_cloud_identity
 from tenantry.spec.problems import Problem, duplicates, listing, suggest
 from tenantry.spec.schema import TIERS, Spec
@@ -56,10 +57,6 @@ def _check_pools(spec: Spec) -> list[Problem]:
         if pool.mig_layout is not None:
             problems += _check_mig_layout(gpu, pool.mig_layout, (*loc, i, "mig_layout"))
     return problems
-
-
-MANAGED_METRICS_API = ("gke", "aks")
-"""Environments whose clusters always run their own metrics-server."""
 
 
 def _check_metrics_api(spec: Spec) -> list[Problem]:

@@ -13,7 +13,14 @@ from tenantry.catalog.gpus import GPU_TYPES
 from tenantry.catalog.models import CATALOG_MODELS, Architecture
 from tenantry.plan.build import engine_scrape_interval
 from tenantry.plan.lora import adapter_bytes, adapters_that_fit, max_lora_rank, slot_bytes_per_gpu
-from tenantry.plan.memory import kv_budget_bytes, kv_bytes_per_token, kv_heads_per_gpu, sequences_that_fit, weight_bytes
+from tenantry.plan.memory import (
+    kv_blocks,
+    kv_budget_bytes,
+    kv_bytes_per_token,
+    kv_heads_per_gpu,
+    sequences_in_blocks,
+    weight_bytes,
+)
 from tenantry.plan.placement import mig_config_name, pack_tp_groups
 from tenantry.plan.slots import Demand, concurrency_share, plan_slots
 from tenantry.plan.tokens import gpu_seconds_per_1k_tokens, sustainable_tpm, usd_per_1k_tokens
@@ -37,13 +44,16 @@ def test_kv_bytes_per_token_fp8_halves_it():
 
 def test_55_sequences_of_4k_tokens_fit_beside_a_70b_in_one_byte_on_two_80gb_gpus():
     # 2 x 80 GB, a 70B model at one byte per parameter (70 GB), a 10 % reserve
-    # (16 GB): 74 GB of KV cache; a 4,096-token sequence needs 1.342 GB; 55 fit.
+    # (16 GB): 74 GB of KV cache; a 4,096-token sequence needs 1.342 GB; 55 fit
+    # (14,114 blocks of 16 tokens, 256 blocks a sequence).
     budget = kv_budget_bytes(device_bytes=160 * 10**9, utilisation=1.0, weight_bytes_per_gpu=70 * 10**9,
                              reserve_bytes=16 * 10**9)
     assert budget == 74 * 10**9
     per_token = kv_bytes_per_token(80, 8, 128, 2)
     assert per_token * 4096 == 1_342_177_280  # "1.342 GB"
-    assert sequences_that_fit(budget // per_token, 4096) == 55
+    blocks = kv_blocks(budget, 16, per_token)
+    assert blocks == 14_114
+    assert sequences_in_blocks(blocks, 16, 4096) == 55
 
 
 def test_reserving_22_16_and_16_of_55_slots_leaves_one_shared():
@@ -59,8 +69,8 @@ def test_reserving_22_16_and_16_of_55_slots_leaves_one_shared():
 
 
 def test_doubling_the_context_halves_the_sequences_that_fit():
-    tokens = 74 * 10**9 // 327_680
-    assert sequences_that_fit(tokens, 8192) == sequences_that_fit(tokens, 4096) // 2
+    blocks = kv_blocks(74 * 10**9, 16, 327_680)
+    assert sequences_in_blocks(blocks, 16, 8192) == sequences_in_blocks(blocks, 16, 4096) // 2 == 27
 
 
 def test_kv_heads_are_split_by_tensor_parallelism_and_replicated_beyond():
