@@ -35,7 +35,7 @@ from tenantry.deploy.model_cache import (
     populate,
 )
 from tenantry.plan.model import EnginePlan
-from tenantry.configs.vllm import PORT, vllm_args
+from tenantry.configs.vllm import PORT, VLLM_SERVE, vllm_args
 
 ENGINE_PRIORITY_CLASS = "tenantry-engine"
 VLLM_USER = 10001
@@ -156,7 +156,7 @@ def _vllm_container(args: EngineArgs, caches: tuple[CacheContent, ...]) -> dict[
     return {
         "name": "vllm",
         **pinned_image(args.image),
-        "command": ["vllm", "serve"],  # (docs/decisions.md: Engines run vllm serve)
+        "command": VLLM_SERVE,  # (docs/decisions.md: Engines run vllm serve)
         "args": args_list,
         "ports": [{"name": "http", "containerPort": PORT}],
         "env": _vllm_env(),
