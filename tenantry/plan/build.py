@@ -122,6 +122,7 @@ def _plan_platform(spec: Spec) -> PlatformPlan:
         postgres_backup_schedule=postgres.backup_schedule,
         postgres_backup_retention_days=postgres.backup_retention_days,
         cloud_identity=_plan_cloud_identity(spec),
+        runbook_base_url=spec.platform.runbook_base_url,
         model_cache_access_mode=spec.platform.model_cache.access_mode,
         model_cache_storage_class=spec.platform.model_cache.storage_class or spec.platform.storage_class,
     )

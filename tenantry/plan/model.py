@@ -232,6 +232,8 @@ class TenantPlan:
     max_concurrency: int
     budget_usd: float
     budget_window: str
+    budget_alert_at: tuple[float, ...]
+    """Shares of the budget at which TenantBudgetSpent fires: info, warning, critical in that order."""
     cache_isolation: CacheIsolationMode
     cache_salt: str | None
     ttft_p95_ms: float
@@ -300,6 +302,8 @@ class PlatformPlan:
     postgres_backup_schedule: str
     postgres_backup_retention_days: int
     cloud_identity: CloudIdentityPlan | None
+    runbook_base_url: str
+    """Alerts link <this>/<AlertName>.md."""
     model_cache_access_mode: ModelCacheAccessMode
     """Access mode of the claims engines' weights and adapters are cached in."""
     model_cache_storage_class: str | None

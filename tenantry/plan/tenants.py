@@ -35,6 +35,7 @@ def plan_tenant(
         max_concurrency=tenant.max_concurrency,
         budget_usd=tenant.budget.usd,
         budget_window=tenant.budget.window,
+        budget_alert_at=tuple(tenant.budget.alert_at),
         cache_isolation=tenant.cache.isolation,
         cache_salt=cache_salt(tenant),
         ttft_p95_ms=tenant.slo.ttft_p95_ms,

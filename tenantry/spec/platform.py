@@ -83,6 +83,10 @@ class PlatformSpec(SpecModel):
     model_cache: ModelCacheSpec = field(
         default_factory=ModelCacheSpec, description="Where engines' weights and adapters are cached.",
     )
+    runbook_base_url: str = field(
+        "runbooks", description="Where the runbooks are published (a URL, or a path relative to the repository); "
+        "each alert's runbook_url is <this>/<AlertName>.md.", pattern=r"^\S+[^/\s]$",
+    )
     cloud_identity: CloudIdentitySpec | None = field(
         None, description="The identity of pods that read or write object storage; required when any weight or "
         "adapter source, or the PostgreSQL backup destination, is an s3:// or gs:// bucket.",

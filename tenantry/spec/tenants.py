@@ -22,6 +22,20 @@ class BudgetSpec(SpecModel):
         "30d", description="Budget reset period: a number and s, m, h, d, w or mo (30d, 1mo, 12h).",
         pattern=WINDOW_PATTERN,
     )
+    alert_at: list[float] = field(
+        default_factory=lambda: [0.5, 0.8, 0.95],
+        description="Shares of the budget whose spending raises TenantBudgetSpent: the first informs, the second "
+        "warns, the third is critical (seed 004's 50/80/95 %).",
+        unit="fraction", min_length=1, max_length=3,
+    )
+
+    @model_validator(mode="after")
+    def _alert_shares(self) -> BudgetSpec:
+        if any(not 0 < share <= 1 for share in self.alert_at):
+            raise ValueError(f"alert_at: each share must be > 0 and <= 1, got {self.alert_at}")
+        if sorted(set(self.alert_at)) != self.alert_at:
+            raise ValueError(f"alert_at: shares must rise, each once, got {self.alert_at}")
+        return self
 
 
 class CacheIsolationSpec(SpecModel):

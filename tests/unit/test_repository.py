@@ -47,7 +47,7 @@ def test_every_python_dependency_is_pinned_exactly():
     requirements = list(project["project"]["dependencies"]) + list(project["build-system"]["requires"])
     for extra in project["project"]["optional-dependencies"].values():
         requirements += extra
-    unpinned = [r for r in requirements if not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[0-9][0-9A-Za-z.\-]*", r.split(";")[0].strip())]
+    unpinned = [r for r in requirements if not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==([0-9]+!)?[0-9][0-9A-Za-z.\-]*", r.split(";")[0].strip())]
     assert not unpinned, unpinned
     lock = (ROOT / "requirements.lock").read_text().splitlines()
     assert all("==" in line for line in lock if line and not line.startswith("#"))
