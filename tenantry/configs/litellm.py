@@ -15,6 +15,7 @@ PLUGIN_FILES = (
     "tenant_policy_engine_metrics.py",
     "tenant_policy_ledger.py",
     "tenant_policy_decision.py",
+    "tenant_policy_outcomes.py",
 )
 """The plugin's files in tenantry/gateway/, shipped side by side next to the
 config: LiteLLM loads the first (POLICY_CALLBACK), which imports the others
@@ -58,6 +59,9 @@ def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[st
         },
         "litellm_settings": {
             "callbacks": ["prometheus", POLICY_CALLBACK],
+            # LiteLLM's own view of PostgreSQL and Redis (litellm_postgres_*, litellm_redis_*,
+            # litellm_batch_write_to_db_*): the alerts on failing spend writes read them.
+            "service_callback": ["prometheus_system"],
             "request_timeout": 600,
         },
         "general_settings": {
@@ -87,6 +91,8 @@ def tenant_policy_settings(
                 "max_concurrency": t.max_concurrency,
                 "max_prompt_tokens": t.max_prompt_tokens,
                 "max_output_tokens": t.max_output_tokens,
+                "ttft_objective_seconds": t.ttft_p95_ms / 1000,
+                "itl_objective_seconds": t.itl_p95_ms / 1000,
             }
             for t in plan.tenants
         },

@@ -27,7 +27,10 @@ from what the client sends:
    so an engine nobody asked for a while is not mistaken for one whose metrics
    failed. A 429 for capacity names its reason in X-Tenantry-Shed.
 4. Its own metrics: admissions and sheds by tenant, tier and reason,
-   overrides by field, and its own latency.
+   decisions taken in fail-safe (an engine's load unknown, Redis lost),
+   overrides by field, and its own latency; and what each tenant got against
+   its objectives (tenant_policy_outcomes), for the alerts that burn its error
+   budget.
 """
 
 # No `from __future__ import annotations`, and no dataclass here: LiteLLM loads
@@ -54,19 +57,22 @@ if _FOLDER not in sys.path:
 
 from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 from litellm.proxy._types import ProxyException  # noqa: E402
-from prometheus_client import REGISTRY, Counter, Histogram  # noqa: E402
+from prometheus_client import Counter, Histogram  # noqa: E402
 from redis.exceptions import RedisError  # noqa: E402
 
 import tenant_policy_decision  # noqa: E402
 import tenant_policy_engine_metrics  # noqa: E402
 import tenant_policy_ledger  # noqa: E402
+import tenant_policy_outcomes  # noqa: E402
 import tenant_policy_settings  # noqa: E402
 from tenant_policy_decision import RETRY_AFTER, Decision, decide  # noqa: E402
 from tenant_policy_engine_metrics import EngineMetrics  # noqa: E402
 from tenant_policy_ledger import Ledger, others_recent_key, reserved_set, shared_set, tenant_set  # noqa: E402
+from tenant_policy_outcomes import Outcomes, registered  # noqa: E402
 from tenant_policy_settings import EngineSettings, PolicySettings, TenantSettings, load_settings  # noqa: E402
 
-for _neighbour in (tenant_policy_decision, tenant_policy_engine_metrics, tenant_policy_ledger, tenant_policy_settings):
+for _neighbour in (tenant_policy_decision, tenant_policy_engine_metrics, tenant_policy_ledger, tenant_policy_outcomes,
+                   tenant_policy_settings):
     if os.path.dirname(os.path.abspath(_neighbour.__file__)) != _FOLDER:  # an older copy found first: refuse to mix
         raise ImportError(f"{_neighbour.__name__} was imported from {_neighbour.__file__}, not from {_FOLDER}")
 
@@ -84,21 +90,18 @@ OWN_LIMIT_REASONS = {"concurrency"}
 log = logging.getLogger("tenantry.tenant_policy")
 
 
-def _metric(kind: Any, name: str, documentation: str, labels: tuple[str, ...] = (), **options: Any) -> Any:
-    """The collector, registered once even when LiteLLM loads this file again."""
-    existing = REGISTRY._names_to_collectors.get(name)  # noqa: SLF001 - prometheus_client has no public lookup
-    return existing if existing is not None else kind(name, documentation, labels, **options)
-
-
-ADMISSIONS = _metric(Counter, "tenantry_gateway_admissions_total",
+ADMISSIONS = registered(Counter, "tenantry_gateway_admissions_total",
                      "Requests admitted or shed by tenantry's admission control.",
                      ("tenant", "tier", "engine", "decision", "reason"))
-OVERRIDES = _metric(Counter, "tenantry_gateway_overrides_total", "Client-sent scheduling fields tenantry replaced.",
+OVERRIDES = registered(Counter, "tenantry_gateway_overrides_total", "Client-sent scheduling fields tenantry replaced.",
                     ("tenant", "field"))
-REFUSED = _metric(Counter, "tenantry_gateway_refused_total", "Requests refused for exceeding their tier's caps.",
+REFUSED = registered(Counter, "tenantry_gateway_refused_total", "Requests refused for exceeding their tier's caps.",
                   ("tenant", "tier", "reason"))
-HOOK_SECONDS = _metric(Histogram, "tenantry_gateway_policy_seconds", "Time tenantry's pre-call hook adds to a request.",
+HOOK_SECONDS = registered(Histogram, "tenantry_gateway_policy_seconds", "Time tenantry's pre-call hook adds to a request.",
                        buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
+FAILSAFE = registered(Counter, "tenantry_gateway_failsafe_total",
+                      "Admission decisions taken in fail-safe: the engine's load unknown or stale (cause metrics), "
+                      "or Redis unreachable (cause redis).", ("engine", "tier", "cause"))
 
 
 def _refuse(code: int, message: str, kind: str, retry_after: int | None = None,
@@ -130,6 +133,7 @@ class TenantPolicy(CustomLogger):
         self.model_engine = {m: name for name, e in self.settings.engines.items() for m in e.models}
         self._ledger = Ledger(redis) if redis is not None else None
         self.metrics = metrics or EngineMetrics(self.settings)
+        self.outcomes = Outcomes(self.settings)
         # The claim each client request (its asyncio task) holds. When LiteLLM's
         # own rate limiter refuses a request after this hook admitted it, LiteLLM
         # retries the hooks on a fresh copy of the request for each fallback model
@@ -231,6 +235,7 @@ class TenantPolicy(CustomLogger):
             decision, held = await self._claim_slots(name, tenant, engine, request_id)
         except (RedisError, OSError) as error:
             log.warning("tenantry: Redis unavailable (%s); admitting by tier without counters", error)
+            FAILSAFE.labels(engine=engine, tier=tenant.tier, cause="redis").inc()
             if tenant.tier == "guaranteed":
                 return
             raise _refuse(429, f"admission state unavailable: {tenant.tier} traffic paused", "rate_limit_error",
@@ -302,11 +307,15 @@ class TenantPolicy(CustomLogger):
         tenant_n, reserved_n, shared_n = counts
         state = None if tenant.tier == "spot" and others_recent else await self.metrics.state(
             engine, wait_if_older_than=self._acceptable_age(tenant.tier))
+        now = time.time()
+        if not (tenant.tier == "spot" and others_recent) and not (
+                state is not None and state.fresh(self.settings.admission.metrics_max_age_seconds, now)):
+            FAILSAFE.labels(engine=engine, tier=tenant.tier, cause="metrics").inc()
         return decide(
             tenant=name, tier=tenant.tier, engine=engine, max_concurrency=tenant.max_concurrency,
             tenant_in_flight=tenant_n, reserved_slots=spec.reserved.get(name, 0), reserved_in_flight=reserved_n,
             shared_slots=spec.shared_slots, shared_in_flight=shared_n, state=state,
-            admission=self.settings.admission, replicas=spec.replicas, now=time.time(), others_recent=others_recent,
+            admission=self.settings.admission, replicas=spec.replicas, now=now, others_recent=others_recent,
         )
 
     def _may_wait(self, name: str, tenant: TenantSettings, wait_until: float, waiting: bool) -> bool:
@@ -360,6 +369,7 @@ class TenantPolicy(CustomLogger):
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
         await self._release(kwargs)
+        self.outcomes.record(kwargs.get("standard_logging_object"), response_obj)
 
     async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
         await self._release(kwargs)

@@ -34,6 +34,9 @@ class TenantSettings:
     max_prompt_tokens: int | None
     max_output_tokens: int | None
     """None (or 0): no cap for the tier."""
+    ttft_objective_seconds: float
+    itl_objective_seconds: float
+    """The tenant's p95 objectives; a request over either counts as a miss against its error budget."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -49,6 +49,7 @@ def test_policy_settings_carry_tiers_salts_and_reservations():
     assert settings["tenants"]["acme"] == {
         "tier": "guaranteed", "priority": 0, "cache_salt": "tenant-acme", "max_concurrency": 4,
         "max_prompt_tokens": None, "max_output_tokens": None,
+        "ttft_objective_seconds": 2.0, "itl_objective_seconds": 0.25,  # stacks/local.yaml's acme: 2000 ms, 250 ms
     }
     assert settings["tenants"]["initech"]["cache_salt"] is None
     assert settings["engines"]["tiny"]["reserved"] == {"acme": 4}

@@ -295,11 +295,19 @@ def test_failing_metrics_refuse_spot_but_never_guaranteed(policy):
     tiny = dataclasses.replace(policy.settings.engines["tiny"], metrics_urls=("http://127.0.0.1:9/metrics",))
     policy.metrics.settings = dataclasses.replace(policy.settings, engines={**policy.settings.engines, "tiny": tiny})
     policy.metrics.client = httpx.AsyncClient(timeout=0.2)
+    before = {tier: failsafe("tiny", tier, "metrics") for tier in ("guaranteed", "best-effort", "spot")}
     with pytest.raises(ProxyException) as refused:
         run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert "metrics unavailable" in refused.value.message
     assert run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    # Each decision taken on an unknown load counts, whatever it decided (GatewayPolicyFailSafe reads it).
+    assert {tier: failsafe("tiny", tier, "metrics") - n for tier, n in before.items()} == \
+        {"guaranteed": 1, "best-effort": 1, "spot": 1}
+
+
+def failsafe(engine: str, tier: str, cause: str) -> float:
+    return tp.FAILSAFE.labels(engine=engine, tier=tier, cause=cause)._value.get()
 
 
 def test_an_engine_idle_for_a_while_is_scraped_again_before_spot_is_judged(policy):
@@ -373,11 +381,13 @@ def test_a_lost_redis_fails_safe_per_tier():
     settings = local_settings()
     gone = tp.TenantPolicy(settings, redis=aioredis.Redis(host="127.0.0.1", port=9, socket_timeout=0.2),
                            metrics=engine_metrics.EngineMetrics(settings))
+    before = failsafe("tiny", "guaranteed", "redis"), failsafe("tiny", "spot", "redis")
     assert run(gone.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
     with pytest.raises(ProxyException) as refused:
         run(gone.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
     assert refused.value.code == "429" and "admission state unavailable" in refused.value.message
     assert refused.value.headers[tp.SHED_HEADER] == "redis"
+    assert (failsafe("tiny", "guaranteed", "redis"), failsafe("tiny", "spot", "redis")) == (before[0] + 1, before[1] + 1)
 
 
 def test_the_smoke_check_reads_the_header_the_plugin_sends():
