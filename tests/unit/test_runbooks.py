@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from tenantry.manifests.offline import Secret, render
+from tenantry.monitoring.metrics import UnknownMetric, unknown_metrics
 from tenantry.stacks import plan_stack, stack_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +46,24 @@ CONTRACT_ALERTS = frozenset({
     "PostgresSpendWritesFailing", "RedisDown", "ReconcilerJobFailed", "GpuXidError", "GpuEccErrors",
     "GpuTemperatureHigh", "GpuThrottled", "MigConfigFailed", "NodePoolGpusMissing",
 })
+
+
+CONTRACT_RECORDS = frozenset({
+    *(f"tenantry:tenant_{m}_seconds:{q}_5m" for m in ("ttft", "itl") for q in ("p50", "p95")),
+    *(f"tenantry:tenant_slo_miss_ratio:rate{w}" for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d")),
+    "tenantry:tenant_goodput:rate5m", "tenantry:tenant_tokens:rate5m", "tenantry:tenant_spend_usd:rate1h",
+    "tenantry:tenant_prefix_cache_reuse:ratio_rate1h", "tenantry:gateway_admissions:rate5m",
+    "tenantry:tenant_error_ratio:rate10m", "tenantry:tenant_budget_spent:ratio",
+    *(f"tenantry:tenant_objective:{o}" for o in ("ttft_seconds", "itl_seconds", "max_error_rate")),
+})
+
+
+def _recorded_names() -> set[str]:
+    try:
+        from tenantry.monitoring.rules import rule_groups
+    except ImportError:
+        return set(CONTRACT_RECORDS)
+    return {r["record"] for g in rule_groups(plan_stack(STACK)) for r in g["rules"] if "record" in r}
 
 
 def _alert_names() -> set[str]:
@@ -522,3 +541,49 @@ def test_the_check_finds_a_wrong_name_in_a_command(rendered):
     for command, named in wrong.items():
         found = problems_in(f"```sh\n{command}\n```\n", "wrong", rendered, external={})
         assert any(named in f for f in found), (command, found)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The PromQL they run
+
+def _queries(text: str) -> Iterator[str]:
+    """The PromQL of every `promql "…"` and `--data-urlencode "query=…"` in the page's commands."""
+    for line in _commands(text):
+        found = re.findall(r'\bpromql "(.*?)"(?=\s*(?:$|[|;&]))', line)
+        found += re.findall(r'--data-urlencode "query=(.*?)"', line)
+        # The helper's own definition passes its argument on: `query=$1`.
+        yield from (q for q in found if not re.fullmatch(r"\$\d", q))
+
+
+def query_problems(text: str, where: str, recorded: set[str]) -> list[str]:
+    found = []
+    for query in _queries(text):
+        expr = re.sub(r"\$\{?[A-Z_]+\}?", "x", query)
+        try:
+            unknown = unknown_metrics(expr, recorded)
+        except (UnknownMetric, ValueError) as error:
+            found.append(f"{where}: {query}: {error}")
+            continue
+        if unknown:
+            found.append(f"{where}: {query}: {sorted(unknown)} neither exported nor recorded")
+    return found
+
+
+def test_every_query_parses_and_reads_only_metrics_that_exist():
+    recorded = _recorded_names()
+    problems, counted = [], 0
+    for page in _pages():
+        text = page.read_text(encoding="utf-8")
+        counted += sum(1 for _ in _queries(text))
+        problems += query_problems(text, str(page.relative_to(ROOT)), recorded)
+    assert problems == []
+    assert counted >= 100, f"only {counted} queries found: is the pattern still `promql \"…\"`?"
+
+
+def test_the_query_check_finds_a_misspelt_metric():
+    recorded = _recorded_names()
+    assert query_problems('```sh\npromql "vllm:num_requests_waiting{model_name=\'$ENGINE\'}"\n```\n', "right",
+                          recorded) == []
+    for wrong in ("vllm:num_requests_waitng", "tenantry:tenant_slo_miss_ratio:rate7m",
+                  "rate(tenantry_tenant_requests[5m])", "{__name__=~'litellm_redis_.*'}", "sum by (tenant ("):
+        assert query_problems(f'```sh\npromql "{wrong}"\n```\n', "wrong", recorded), wrong
