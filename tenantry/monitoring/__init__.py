@@ -1,0 +1,1 @@
+"""On-call: alert rules, Alertmanager routing and dashboards, rendered from the Plan for both outlets."""
