@@ -14,6 +14,7 @@ from typing import Iterator
 
 import pytest
 
+from tenantry.monitoring import rules
 from tenantry.monitoring.metrics import UnknownMetric, unknown_metrics
 from tenantry.stacks import plan_stack
 from tests.unit.runbook_commands import (
@@ -41,41 +42,12 @@ PROCEDURE_NAMES = {"onboard-a-tenant", "rotate-a-tenant-key", "change-a-quota", 
                    "engine-failover", "drain-a-gpu-node", "repartition-mig", "restore-postgres"}
 """The procedures issue 14 asks for; more may be added."""
 
-# Until tenantry/monitoring/rules.py lands, the alert names of the issue-14 contract;
-# replaced by the rules module's ALERTS table (see _alert_names).
-CONTRACT_ALERTS = frozenset({
-    "TenantTtftBudgetBurnFast", "TenantTtftBudgetBurnSlow", "TenantItlBudgetBurnFast", "TenantItlBudgetBurnSlow",
-    "TenantErrorRateHigh", "TenantGuaranteedThrottled", "TenantBudgetSpent", "TenantBudgetExhaustionProjected",
-    "EngineDown", "EngineQueueBacklog", "EngineKvCacheFull", "EnginePreemptionsRising", "EngineAdapterLoadFailed",
-    "EngineTtftHigh", "GatewayReplicaDown", "GatewayOverheadHigh", "GatewayPolicyFailSafe", "PostgresDown",
-    "PostgresSpendWritesFailing", "RedisDown", "ReconcilerJobFailed", "GpuXidError", "GpuEccErrors",
-    "GpuTemperatureHigh", "GpuThrottled", "MigConfigFailed", "NodePoolGpusMissing",
-})
-
-
-CONTRACT_RECORDS = frozenset({
-    *(f"tenantry:tenant_{m}_seconds:{q}_5m" for m in ("ttft", "itl") for q in ("p50", "p95")),
-    *(f"tenantry:tenant_slo_miss_ratio:rate{w}" for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d")),
-    "tenantry:tenant_goodput:rate5m", "tenantry:tenant_tokens:rate5m", "tenantry:tenant_spend_usd:rate1h",
-    "tenantry:tenant_prefix_cache_reuse:ratio_rate1h", "tenantry:gateway_admissions:rate5m",
-    "tenantry:tenant_error_ratio:rate10m", "tenantry:tenant_budget_spent:ratio",
-    *(f"tenantry:tenant_objective:{o}" for o in ("ttft_seconds", "itl_seconds", "max_error_rate")),
-})
-
 
 def _recorded_names() -> set[str]:
-    try:
-        from tenantry.monitoring.rules import rule_groups
-    except ImportError:
-        return set(CONTRACT_RECORDS)
-    return {r["record"] for g in rule_groups(plan_stack(STACK)) for r in g["rules"] if "record" in r}
+    return set(rules.RECORDS)
 
 
 def _alert_names() -> set[str]:
-    try:
-        from tenantry.monitoring import rules
-    except ImportError:
-        return set(CONTRACT_ALERTS)
     return {a.name for a in rules.ALERTS}
 
 
@@ -145,10 +117,6 @@ def test_the_on_call_table_gives_every_alert_its_severity_and_runbook():
         r"^\| \[`?([A-Za-z]+)`?\]\(\.\./runbooks/\1\.md\) \| ([^|]+) \|", ON_CALL.read_text(encoding="utf-8"),
         flags=re.MULTILINE)}
     assert sorted(rows) == sorted(_alert_names())
-    try:
-        from tenantry.monitoring import rules
-    except ImportError:
-        return
     wrong = []
     for alert in rules.ALERTS:
         severities = {alert.severity} if isinstance(alert.severity, str) else set(alert.severity)

@@ -1,0 +1,135 @@
+"""Recording rules: what alerts and dashboards share, computed once.
+
+Each tenant's objectives are recorded too, as constant series
+(`tenantry:tenant_objective:*`), so that one alert rule compares every
+tenant with its own contract and a dashboard draws the target next to the
+measure, from the numbers the Plan decided.
+
+LiteLLM names a tenant `team_alias` (the team tenantry's reconciler creates
+per tenant); the records rename it `tenant`, as the plugin's metrics call it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenantry.plan.model import Plan, TenantPlan
+
+TENANT_KEYS = "tenant, tier, engine"
+"""The plugin's per-tenant labels: each tenant's series are per engine that served it."""
+BURN_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+"""The SRE workbook's multi-window pairs: 1h/5m and 6h/30m page, 1d/2h and 3d/6h open a ticket."""
+LONG_WINDOWS = ("1d", "3d")
+"""Evaluated once a minute: a three-day rate every few seconds costs much and moves little."""
+GUARANTEED_MAX_THROTTLED_RATIO = 0.01
+"""A guaranteed tenant refused with a 429 for more than 1 % of its requests is not getting what it bought."""
+BUDGET_LEVELS = ("info", "warning", "critical")
+"""TenantBudgetSpent's severity at each of the tenant's `budget.alert_at` shares, in order."""
+ERROR_STATUS = "5..|408"
+"""Answers counted against a tenant's max_error_rate: server errors and timeouts (its own 4xx and 429s are not)."""
+
+
+def from_team(expr: str) -> str:
+    """A LiteLLM series with its `team_alias` copied to `tenant`."""
+    return f'label_replace({expr}, "tenant", "$1", "team_alias", "(.+)")'
+
+
+def _record(name: str, expr: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"record": name, "expr": expr, **({"labels": labels} if labels else {})}
+
+
+def objective_records(plan: Plan) -> list[dict[str, Any]]:
+    """Each tenant's contract as constant series labelled with its tenant and tier."""
+    records: list[dict[str, Any]] = []
+    for t in plan.tenants:
+        who = {"tenant": t.name, "tier": t.tier}
+        records += [
+            _record("tenantry:tenant_objective:ttft_seconds", f"vector({t.ttft_p95_ms / 1000:g})", who),
+            _record("tenantry:tenant_objective:itl_seconds", f"vector({t.itl_p95_ms / 1000:g})", who),
+            _record("tenantry:tenant_objective:max_error_rate", f"vector({t.max_error_rate:g})", who),
+            *_budget_objectives(t, who),
+        ]
+        if t.tier == "guaranteed":
+            records.append(_record("tenantry:tenant_objective:max_throttled_ratio",
+                                   f"vector({GUARANTEED_MAX_THROTTLED_RATIO:g})", who))
+    return records
+
+
+def _budget_objectives(tenant: TenantPlan, who: dict[str, str]) -> list[dict[str, Any]]:
+    if tenant.budget_usd <= 0:
+        return []
+    return [
+        _record("tenantry:tenant_objective:budget_usd", f"vector({tenant.budget_usd:g})", who),
+        *(_record("tenantry:tenant_objective:budget_alert_share", f"vector({share:g})",
+                  {**who, "level": level, "threshold": f"{share:g}"})
+          for level, share in zip(BUDGET_LEVELS, tenant.budget_alert_at, strict=True)),
+    ]
+
+
+def _latency_percentiles() -> list[dict[str, Any]]:
+    return [
+        _record(f"tenantry:tenant_{measure}_seconds:p{q}_5m",
+                f"histogram_quantile(0.{q}, sum by ({TENANT_KEYS}, le) (rate(tenantry_tenant_{measure}_seconds_bucket[5m])))")
+        for measure in ("ttft", "itl") for q in ("50", "95")
+    ]
+
+
+def slo_miss_ratio(window: str) -> dict[str, Any]:
+    """Of a tenant's requests on an engine, the share that missed an objective (ttft, itl, or any)."""
+    return _record(
+        f"tenantry:tenant_slo_miss_ratio:rate{window}",
+        f"sum by ({TENANT_KEYS}, objective) (rate(tenantry_tenant_slo_misses_total[{window}]))\n"
+        f"  / ignoring (objective) group_left\n"
+        f"sum by ({TENANT_KEYS}) (rate(tenantry_tenant_requests_total[{window}]))")
+
+
+def _gateway_ratio(name: str, selected: str, of: str) -> dict[str, Any]:
+    """Per tenant, the share of the gateway's answers matching `selected` among those matching `of`."""
+    total = "litellm_proxy_total_requests_metric_total"
+    return _record(name, f"sum by (tenant) ({from_team(f'rate({total}{selected}[10m])')})\n"
+                         f"  / sum by (tenant) ({from_team(f'rate({total}{of}[10m])')})")
+
+
+def _tenant_records() -> list[dict[str, Any]]:
+    tokens = " or ".join(
+        f'label_replace(rate(litellm_{metric}_tokens_metric_total[5m]), "direction", "{direction}", "", "")'
+        for metric, direction in (("input", "prompt"), ("output", "output")))
+    return [
+        *_latency_percentiles(),
+        *(slo_miss_ratio(w) for w in BURN_WINDOWS if w not in LONG_WINDOWS),
+        _record("tenantry:tenant_goodput:rate5m",
+                f"sum by ({TENANT_KEYS}) (rate(tenantry_tenant_requests_total[5m]))\n"
+                f'  - sum by ({TENANT_KEYS}) (rate(tenantry_tenant_slo_misses_total{{objective="any"}}[5m]))'),
+        _record("tenantry:tenant_tokens:rate5m", f"sum by (tenant, direction) ({from_team(f'({tokens})')})"),
+        _record("tenantry:tenant_spend_usd:rate1h", f"sum by (tenant) ({from_team('rate(litellm_spend_metric_total[1h])')})"),
+        _record("tenantry:tenant_prefix_cache_reuse:ratio_rate1h",
+                f"sum by ({TENANT_KEYS}) (rate(tenantry_tenant_cached_prompt_tokens_total[1h]))\n"
+                f"  / sum by ({TENANT_KEYS}) (rate(tenantry_tenant_prompt_tokens_total[1h]))"),
+        _gateway_ratio("tenantry:tenant_error_ratio:rate10m", f'{{status_code=~"{ERROR_STATUS}"}}', '{status_code!="429"}'),
+        _gateway_ratio("tenantry:tenant_throttled_ratio:rate10m", '{status_code="429"}', ""),
+        _record("tenantry:tenant_budget_spent:ratio",
+                f"1 - max by (tenant) ({from_team('litellm_remaining_team_budget_metric')})\n"
+                f"  / max by (tenant) ({from_team('litellm_team_max_budget_metric')} > 0)"),
+        _record("tenantry:gateway_admissions:rate5m",
+                "sum by (tenant, tier, engine, decision, reason) (rate(tenantry_gateway_admissions_total[5m]))"),
+        _record("tenantry:gateway_refusals:rate5m",
+                "sum by (tenant, tier, reason) (rate(tenantry_gateway_refused_total[5m]))"),
+    ]
+
+
+OBJECTIVES = ("ttft_seconds", "itl_seconds", "max_error_rate", "max_throttled_ratio", "budget_usd", "budget_alert_share")
+RECORDS: tuple[str, ...] = (
+    *(f"tenantry:tenant_objective:{o}" for o in OBJECTIVES),
+    *(r["record"] for r in _tenant_records()),
+    *(slo_miss_ratio(w)["record"] for w in LONG_WINDOWS),
+)
+"""Every series the recording rules write, whatever the Plan."""
+
+
+def record_groups(plan: Plan) -> list[dict[str, Any]]:
+    return [
+        {"name": "tenantry-objectives", "interval": "1m", "rules": objective_records(plan)},
+        {"name": "tenantry-tenant-records", "rules": _tenant_records()},
+        {"name": "tenantry-tenant-records-long", "interval": "1m",
+         "rules": [slo_miss_ratio(w) for w in LONG_WINDOWS]},
+    ]

@@ -1,0 +1,296 @@
+"""Every alert tenantry raises, from one table, with thresholds from the Plan.
+
+ALERTS names each alert once, with what on-call reads (summary and
+description, Prometheus templates over the alert's labels). `rule_groups`
+turns the Plan into Prometheus rule groups for both outlets: a PrometheusRule
+on Kubernetes, the local stack's rule file. `_alert` is the only way a rule
+is written, so none misses its severity, its annotations or its runbook_url.
+
+Tenant alerts are one rule each, comparing every tenant with its own recorded
+objectives (tenantry/monitoring/records.py); engine, pool and gateway alerts
+carry their thresholds from the Plan. Alerts reading Kubernetes' exporters
+(kube-state-metrics, DCGM, CloudNativePG) have no data on the local stack and
+stay quiet there; none of them fires on absent data unless it knows the
+exporter runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from tenantry.monitoring.records import BURN_WINDOWS, RECORDS, from_team, record_groups
+from tenantry.plan.model import EnginePlan, Plan
+
+P95_ERROR_BUDGET = 0.05
+"""A p95 objective lets 5 % of requests miss it: the error budget the burn rates spend."""
+FAST_BURNS = (("1h", "5m", 14.4), ("6h", "30m", 6.0))
+"""The SRE workbook's paging pairs: 2 % of a 30-day budget in an hour, 5 % in six hours."""
+SLOW_BURNS = (("1d", "2h", 3.0), ("3d", "6h", 1.0))
+"""Its ticket pairs: 10 % of the budget in a day, or spending it exactly as fast as it refills."""
+GATEWAY_OVERHEAD_P99_SECONDS = 0.025
+"""The plugin's hook at p99: past 25 ms it is a visible share of the tightest TTFT objectives."""
+GPU_TEMPERATURE_CELSIUS = 85
+"""Below the H100/A100 slowdown temperatures (~87-90 °C): time to act before clocks drop."""
+THROTTLED_SHARE = 0.2
+"""A GPU held back by power or heat for a fifth of the time serves noticeably fewer tokens."""
+FAILING_SHARE = 0.5
+"""Of the gateway's calls to PostgreSQL or Redis, the share failing that means it is unreachable."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    severity: tuple[str, ...]
+    """The severities its rules carry (one per rule: TenantBudgetSpent has one per threshold)."""
+    summary: str
+    description: str
+
+
+ALERTS: tuple[Alert, ...] = (
+    Alert("TenantTtftBudgetBurnFast", ("critical",), "{{ $labels.tenant }} is missing its time-to-first-token objective fast",
+          "{{ $labels.tenant }} ({{ $labels.tier }}) on {{ $labels.engine }}: {{ $value | humanizePercentage }} of "
+          "requests miss the p95 TTFT objective; at this rate its error budget is gone within days."),
+    Alert("TenantTtftBudgetBurnSlow", ("warning",), "{{ $labels.tenant }} is spending its time-to-first-token budget",
+          "{{ $labels.tenant }} ({{ $labels.tier }}) on {{ $labels.engine }}: {{ $value | humanizePercentage }} of "
+          "requests miss the p95 TTFT objective, more than the contract's 5 % over a day or more."),
+    Alert("TenantItlBudgetBurnFast", ("critical",), "{{ $labels.tenant }} is missing its inter-token-latency objective fast",
+          "{{ $labels.tenant }} ({{ $labels.tier }}) on {{ $labels.engine }}: {{ $value | humanizePercentage }} of "
+          "requests miss the p95 ITL objective; at this rate its error budget is gone within days."),
+    Alert("TenantItlBudgetBurnSlow", ("warning",), "{{ $labels.tenant }} is spending its inter-token-latency budget",
+          "{{ $labels.tenant }} ({{ $labels.tier }}) on {{ $labels.engine }}: {{ $value | humanizePercentage }} of "
+          "requests miss the p95 ITL objective, more than the contract's 5 % over a day or more."),
+    Alert("TenantErrorRateHigh", ("critical",), "{{ $labels.tenant }} gets more errors than its contract allows",
+          "{{ $labels.tenant }} ({{ $labels.tier }}): {{ $value | humanizePercentage }} of its requests failed "
+          "with a server error or timeout over 10 minutes, above its max_error_rate."),
+    Alert("TenantGuaranteedThrottled", ("critical",), "Guaranteed tenant {{ $labels.tenant }} is being refused",
+          "{{ $labels.tenant }}: {{ $value | humanizePercentage }} of its requests were answered 429 over "
+          "10 minutes; a guaranteed contract allows 1 %."),
+    Alert("TenantBudgetSpent", ("info", "warning", "critical"), "{{ $labels.tenant }} has spent {{ $value | humanizePercentage }} of its budget",
+          "{{ $labels.tenant }} ({{ $labels.tier }}) passed {{ $labels.threshold }} of its budget for the window; "
+          "at 100 % the gateway refuses its requests."),
+    Alert("TenantBudgetExhaustionProjected", ("warning",), "{{ $labels.tenant }} will run out of budget before its window ends",
+          "{{ $labels.tenant }} ({{ $labels.tier }}): at the last hour's spend rate it needs "
+          "{{ $value | printf \"%.2f\" }} USD more than it has left before the budget resets."),
+    Alert("EngineDown", ("critical",), "Engine {{ $labels.engine }} is down",
+          "No replica of engine {{ $labels.engine }} (pool {{ $labels.pool }}) answers: its tenants' requests "
+          "fall back or fail."),
+    Alert("EngineQueueBacklog", ("warning",), "Engine {{ $labels.engine }} has a sustained queue",
+          "{{ $value }} requests have been waiting on {{ $labels.engine }} for 10 minutes, above the level at "
+          "which admission sheds best-effort traffic."),
+    Alert("EngineKvCacheFull", ("warning",), "Engine {{ $labels.engine }}'s KV cache stays full",
+          "{{ $labels.engine }} uses {{ $value | humanizePercentage }} of its KV cache, above the level at "
+          "which admission sheds best-effort traffic, for 15 minutes."),
+    Alert("EnginePreemptionsRising", ("warning",), "Engine {{ $labels.engine }} keeps preempting requests",
+          "{{ $labels.engine }} preempts {{ $value | printf \"%.2f\" }} requests a second: the KV cache is "
+          "overcommitted against the Plan's sizing."),
+    Alert("EngineAdapterLoadFailed", ("warning",), "Requests for adapter {{ $labels.adapter }} fail: not loaded",
+          "The engine {{ $labels.engine }} answers 404 for adapter {{ $labels.adapter }}: it did not load it."),
+    Alert("EngineTtftHigh", ("warning",), "Engine {{ $labels.engine }}'s p95 TTFT is over its tightest tenant objective",
+          "{{ $labels.engine }}'s p95 time to first token is {{ $value | humanizeDuration }}, above the tightest "
+          "objective of the tenants it serves."),
+    Alert("GatewayReplicaDown", ("critical", "warning"), "Gateway replicas are down",
+          "{{ $value }} LiteLLM gateway replicas answer Prometheus; the spec asks for more."),
+    Alert("GatewayOverheadHigh", ("warning",), "tenantry's admission hook slows requests",
+          "The tenant-policy hook's p99 is {{ $value | humanizeDuration }}."),
+    Alert("GatewayPolicyFailSafe", ("warning",), "Admission runs in fail-safe ({{ $labels.cause }})",
+          "The tenant-policy plugin decides without {{ $labels.cause }} for engine {{ $labels.engine }}: "
+          "guaranteed tenants are admitted unchecked, spot is refused."),
+    Alert("PostgresDown", ("critical",), "The gateway's PostgreSQL is unreachable",
+          "Keys, budgets and spend live in PostgreSQL; {{ $value | humanizePercentage }} of the gateway's calls fail."),
+    Alert("PostgresSpendWritesFailing", ("critical",), "Spend is not being written to PostgreSQL",
+          "{{ $value | humanizePercentage }} of LiteLLM's batch spend writes fail: spend is held in memory."),
+    Alert("RedisDown", ("critical",), "Redis, where limits are shared, is unreachable",
+          "{{ $value | humanizePercentage }} of the gateway's Redis calls fail: limits fall back to each replica."),
+    Alert("ReconcilerJobFailed", ("warning",), "The tenant reconciler job {{ $labels.job_name }} failed",
+          "Teams and keys may differ from the Plan until a run succeeds."),
+    Alert("GpuXidError", ("critical",), "GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $value }}",
+          "The driver reported an XID error on {{ $labels.node }}, GPU {{ $labels.gpu }}."),
+    Alert("GpuEccErrors", ("critical",), "GPU {{ $labels.gpu }} on {{ $labels.node }} has uncorrectable ECC errors",
+          "{{ $value }} double-bit ECC errors in 10 minutes on {{ $labels.node }}, GPU {{ $labels.gpu }}."),
+    Alert("GpuTemperatureHigh", ("warning",), "GPU {{ $labels.gpu }} on {{ $labels.node }} runs hot",
+          "{{ $value }} °C for 10 minutes on {{ $labels.node }}, GPU {{ $labels.gpu }}."),
+    Alert("GpuThrottled", ("warning",), "GPU {{ $labels.gpu }} on {{ $labels.node }} is throttled",
+          "Power or thermal limits held the clocks back {{ $value | humanizePercentage }} of the time."),
+    Alert("MigConfigFailed", ("critical",), "MIG configuration failed on {{ $labels.node }}",
+          "The GPU Operator's MIG manager reports state failed on {{ $labels.node }}."),
+    Alert("NodePoolGpusMissing", ("critical",), "Pool {{ $labels.pool }} has fewer ready {{ $labels.resource }} than planned",
+          "Ready nodes of pool {{ $labels.pool }} offer {{ $value }} {{ $labels.resource }}; the Plan needs "
+          "{{ $labels.needed }}."),
+)
+_ALERT = {a.name: a for a in ALERTS}
+__all__ = ["ALERTS", "RECORDS", "Alert", "rule_file", "rule_groups", "runbook_url"]
+
+
+def runbook_url(plan: Plan, alert: str) -> str:
+    return f"{plan.platform.runbook_base_url.rstrip('/')}/{alert}.md"
+
+
+def _alert(plan: Plan, name: str, expr: str, *, wait: str, severity: str | None = None,
+           labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """The one way an alert rule is written; its severity is the table's (or one of them, named)."""
+    alert = _ALERT[name]
+    if severity is None:
+        (severity,) = alert.severity
+    assert severity in alert.severity, f"{name}: {severity} is not one of {alert.severity}"
+    return {
+        "alert": name, "expr": expr, "for": wait,
+        "labels": {"severity": severity, **(labels or {})},
+        "annotations": {"summary": alert.summary, "description": alert.description,
+                        "runbook_url": runbook_url(plan, name)},
+    }
+
+
+def _burn(objective: str, pairs: tuple[tuple[str, str, float], ...]) -> str:
+    def ratio(window: str) -> str:
+        assert window in BURN_WINDOWS
+        return f'tenantry:tenant_slo_miss_ratio:rate{window}{{objective="{objective}"}}'
+
+    return "\nor\n".join(f"({ratio(long)} > {burn * P95_ERROR_BUDGET:g}\n  and {ratio(short)} > {burn * P95_ERROR_BUDGET:g})"
+                         for long, short, burn in pairs)
+
+
+def _tenant_alerts(plan: Plan) -> list[dict[str, Any]]:
+    spend_left = from_team("litellm_remaining_team_budget_metric")
+    hours_left = from_team("litellm_team_budget_remaining_hours_metric")
+    return [
+        *(_alert(plan, f"Tenant{label}BudgetBurnFast", _burn(objective, FAST_BURNS), wait="2m")
+          for objective, label in (("ttft", "Ttft"), ("itl", "Itl"))),
+        *(_alert(plan, f"Tenant{label}BudgetBurnSlow", _burn(objective, SLOW_BURNS), wait="15m")
+          for objective, label in (("ttft", "Ttft"), ("itl", "Itl"))),
+        _alert(plan, "TenantErrorRateHigh", "tenantry:tenant_error_ratio:rate10m\n"
+               "  > on (tenant) group_left (tier) tenantry:tenant_objective:max_error_rate",
+               wait="10m"),
+        _alert(plan, "TenantGuaranteedThrottled", "tenantry:tenant_throttled_ratio:rate10m\n"
+               "  > on (tenant) group_left (tier) tenantry:tenant_objective:max_throttled_ratio",
+               wait="10m"),
+        *(_alert(plan, "TenantBudgetSpent", "tenantry:tenant_budget_spent:ratio\n  >= on (tenant) group_left (tier, threshold) "
+                 f'tenantry:tenant_objective:budget_alert_share{{level="{level}"}}', severity=level, wait="1m")
+          for level in ("info", "warning", "critical")),
+        _alert(plan, "TenantBudgetExhaustionProjected",
+               f"(\n  tenantry:tenant_spend_usd:rate1h * 3600 * on (tenant) max by (tenant) ({hours_left})\n"
+               f"    - on (tenant) max by (tenant) ({spend_left})\n  > 0\n)\n"
+               # Only for a rule's tier label: the objective's series adds it (and 0).
+               "+ on (tenant) group_left (tier) (0 * tenantry:tenant_objective:budget_usd)",
+               wait="30m"),
+    ]
+
+
+def _engine_alerts(plan: Plan, e: EnginePlan) -> list[dict[str, Any]]:
+    """Engine series are selected by their scrape job, the engine's Service on Kubernetes and its
+    job name on the local stack."""
+    job = f'job="{e.name}"'
+    who = {"engine": e.name, "pool": e.pool}
+    adapters = "|".join(a.name for a in e.lora.adapters)
+    tightest_ttft = min((t.ttft_p95_ms for t in plan.tenants if t.name in e.tenants), default=None)
+    rules = [
+        _alert(plan, "EngineDown", f"max by (job) (up{{{job}}}) == 0\nor absent(up{{{job}}})\n"
+               f'or max by (deployment) (kube_deployment_status_replicas_available{{deployment="{e.name}"}}) == 0',
+               wait="1m", labels=who),
+        _alert(plan, "EngineQueueBacklog", f"max by (job) (vllm:num_requests_waiting{{{job}}}) > "
+               f"{plan.gateway.shed_best_effort_at_waiting}", wait="10m", labels=who),
+        _alert(plan, "EngineKvCacheFull", f"max by (job) (vllm:kv_cache_usage_perc{{{job}}}) > "
+               f"{plan.gateway.shed_best_effort_at_kv_usage:g}", wait="15m", labels=who),
+        _alert(plan, "EnginePreemptionsRising", f"sum by (job) (rate(vllm:num_preemptions_total{{{job}}}[15m])) > 0",
+               wait="15m", labels=who),
+    ]
+    if adapters:
+        rules.append(_alert(
+            plan, "EngineAdapterLoadFailed",
+            f'label_replace(sum by (model_group) (rate(litellm_deployment_failure_responses_total'
+            f'{{model_group=~"{adapters}", exception_status="404"}}[5m])), "adapter", "$1", "model_group", "(.+)") > 0',
+            wait="5m", labels=who))
+    if tightest_ttft is not None:
+        rules.append(_alert(
+            plan, "EngineTtftHigh", "histogram_quantile(0.95, sum by (job, le) "
+            f"(rate(vllm:time_to_first_token_seconds_bucket{{{job}}}[10m]))) > {tightest_ttft / 1000:g}",
+            wait="10m", labels=who))
+    return rules
+
+
+def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:
+    gateway = 'up{job="tenantry-gateway"} == 1'
+    return [
+        _alert(plan, "GatewayReplicaDown", f"absent({gateway})", severity="critical", wait="1m"),
+        _alert(plan, "GatewayReplicaDown", f"count({gateway}) < {plan.gateway.replicas}", severity="warning", wait="5m"),
+        _alert(plan, "GatewayOverheadHigh", "histogram_quantile(0.99, sum by (le) "
+               f"(rate(tenantry_gateway_policy_seconds_bucket[5m]))) > {GATEWAY_OVERHEAD_P99_SECONDS:g}",
+               wait="10m"),
+        _alert(plan, "GatewayPolicyFailSafe", "sum by (cause, engine) (rate(tenantry_gateway_failsafe_total[5m])) > 0",
+               wait="2m"),
+        _alert(plan, "PostgresDown", f"{_failing('litellm_postgres')}\nor max by (cluster) (cnpg_collector_up) == 0",
+               wait="2m"),
+        _alert(plan, "PostgresSpendWritesFailing", _failing("litellm_batch_write_to_db", window="10m", share=0.1),
+               wait="5m"),
+        _alert(plan, "RedisDown", f"{_failing('litellm_redis')}\n"
+               'or max by (deployment) (kube_deployment_status_replicas_available{deployment="tenantry-redis"}) == 0',
+               wait="2m"),
+        _alert(plan, "ReconcilerJobFailed",
+               'max by (namespace, job_name) (kube_job_status_failed{job_name=~"tenantry-reconcile-.+"}) > 0',
+               wait="0m"),
+    ]
+
+
+def _failing(service: str, window: str = "5m", share: float = FAILING_SHARE) -> str:
+    """The share of LiteLLM's calls to a service that failed (its service metrics count both)."""
+    return (f"sum(rate({service}_failed_requests_total[{window}]))\n"
+            f"  / sum(rate({service}_total_requests_total[{window}])) > {share:g}")
+
+
+def _gpu_alerts(plan: Plan) -> list[dict[str, Any]]:
+    def per_gpu(expr: str) -> str:
+        return f'label_replace({expr}, "node", "$1", "Hostname", "(.+)")'
+
+    return [
+        _alert(plan, "GpuXidError", per_gpu("max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS)") + " > 0",
+               wait="0m"),
+        _alert(plan, "GpuEccErrors", per_gpu("sum by (Hostname, gpu) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]))")
+               + " > 0", wait="0m"),
+        _alert(plan, "GpuTemperatureHigh", per_gpu("max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP)")
+               + f" > {GPU_TEMPERATURE_CELSIUS}", wait="10m"),
+        # The violation counters are microseconds held back: per second of wall time, /1e6 is a share.
+        _alert(plan, "GpuThrottled", per_gpu("max by (Hostname, gpu) (rate(DCGM_FI_DEV_POWER_VIOLATION[10m])\n"
+               "  or rate(DCGM_FI_DEV_THERMAL_VIOLATION[10m])) / 1e6") + f" > {THROTTLED_SHARE:g}",
+               wait="15m"),
+        _alert(plan, "MigConfigFailed", 'max by (node) (kube_node_labels{label_nvidia_com_mig_config_state="failed"})',
+               wait="5m"),
+        *_pool_alerts(plan),
+    ]
+
+
+def _pool_alerts(plan: Plan) -> list[dict[str, Any]]:
+    """Per pool and GPU resource, what the Plan's engines request against what Ready nodes offer.
+    Absent nodes count as none, once kube-state-metrics reports any node (so never on the local stack)."""
+    needed: dict[tuple[str, str], int] = {}
+    for e in plan.engines:
+        if e.gpu_resource:
+            key = (e.pool, e.gpu_resource)
+            needed[key] = needed.get(key, 0) + e.replicas * e.gpu_resource_count
+    rules = []
+    for (pool, resource), count in sorted(needed.items()):
+        metric = resource.replace(".", "_").replace("/", "_").replace("-", "_")  # kube-state-metrics' sanitising
+        offered = (f'sum(kube_node_status_allocatable{{resource="{metric}"}}\n'
+                   f'  * on (node) group_left max by (node) (kube_node_labels{{label_tenantry_io_pool="{pool}"}})\n'
+                   '  * on (node) group_left max by (node) (kube_node_status_condition{condition="Ready", status="true"}))')
+        rules.append(_alert(plan, "NodePoolGpusMissing", f"({offered}\n  or on () 0 * count(kube_node_labels)) < {count}",
+                            wait="10m",
+                            labels={"pool": pool, "resource": resource, "needed": str(count)}))
+    return rules
+
+
+def rule_groups(plan: Plan) -> list[dict[str, Any]]:
+    """The Prometheus rule groups of a Plan: its records, then its alerts."""
+    return [
+        *record_groups(plan),
+        {"name": "tenantry-tenant-alerts", "rules": _tenant_alerts(plan)},
+        {"name": "tenantry-engine-alerts", "rules": [r for e in plan.engines for r in _engine_alerts(plan, e)]},
+        {"name": "tenantry-platform-alerts", "rules": _gateway_alerts(plan)},
+        {"name": "tenantry-gpu-alerts", "rules": _gpu_alerts(plan)},
+    ]
+
+
+def rule_file(plan: Plan) -> str:
+    """The rule file the local stack's Prometheus loads (promtool's format)."""
+    return yaml.safe_dump({"groups": rule_groups(plan)}, sort_keys=False, width=120)

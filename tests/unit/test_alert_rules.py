@@ -1,0 +1,175 @@
+"""The alert and recording rules of every shipped stack: promtool accepts them,
+every alert carries what on-call needs, every metric they read is exported by
+a source or recorded, and the rules fire when (and only when) a tenant's or an
+engine's contract is broken, as promtool's rule unit tests evaluate them
+against synthetic series (Prometheus's own engine, not a re-implementation)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tenantry.monitoring import rules
+from tenantry.monitoring.metrics import unknown_metrics
+from tenantry.stacks import plan_stack
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
+SEVERITIES = {"critical", "warning", "info"}
+
+
+def _rules(stack: str) -> list[dict]:
+    return [r for g in rules.rule_groups(plan_stack(stack)) for r in g["rules"]]
+
+
+def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["promtool", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_promtool_accepts_the_rule_file_of_every_stack(stack, tmp_path):
+    (tmp_path / "rules.yml").write_text(rules.rule_file(plan_stack(stack)), encoding="utf-8")
+    checked = _promtool("check", "rules", "rules.yml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_alert_has_a_severity_a_summary_a_description_and_its_runbook(stack):
+    plan = plan_stack(stack)
+    for rule in (r for r in _rules(stack) if "alert" in r):
+        assert rule["labels"]["severity"] in SEVERITIES, rule["alert"]
+        annotations = rule["annotations"]
+        assert annotations["summary"] and annotations["description"], rule["alert"]
+        assert annotations["runbook_url"] == f"{plan.platform.runbook_base_url}/{rule['alert']}.md"
+        assert (ROOT / "runbooks" / f"{rule['alert']}.md").is_file()
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_metric_a_rule_reads_is_exported_or_recorded(stack):
+    recorded = set(rules.RECORDS)
+    problems = {r.get("alert") or r["record"]: unknown_metrics(r["expr"], recorded) for r in _rules(stack)}
+    assert not {name: names for name, names in problems.items() if names}
+    assert {r["record"] for r in _rules(stack) if "record" in r} <= recorded
+
+
+def test_every_alert_of_the_table_is_raised_by_some_stack_and_no_other():
+    raised = {r["alert"] for stack in STACKS for r in _rules(stack) if "alert" in r}
+    assert raised == {a.name for a in rules.ALERTS}
+
+
+def test_an_alert_threshold_comes_from_the_plan():
+    by_engine = {r["labels"]["engine"]: r["expr"] for r in _rules("h100x8-shared-70b") if r.get("alert") == "EngineTtftHigh"}
+    plan = plan_stack("h100x8-shared-70b")
+    tightest = min(t.ttft_p95_ms for t in plan.tenants if t.name in plan.engines[0].tenants) / 1000
+    assert by_engine[plan.engines[0].name].endswith(f"> {tightest:g}")
+
+
+# --- promtool's rule unit tests: the rules as Prometheus evaluates them ------------------------------
+# The rule file under test keeps every expression, `for` and label; annotations are dropped because
+# promtool compares them verbatim, and they are templates checked above.
+
+def _unit_test(tmp_path: Path, stack: str, tests: list[dict]) -> None:
+    groups = rules.rule_groups(plan_stack(stack))
+    for group in groups:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False), encoding="utf-8")
+    (tmp_path / "tests.yml").write_text(yaml.safe_dump(
+        {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}, sort_keys=False), encoding="utf-8")
+    result = _promtool("test", "rules", "tests.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _tenant_series(tenant: str, tier: str, engine: str, per_minute: int, missed: dict[str, int]) -> list[dict]:
+    labels = f'tenant="{tenant}", tier="{tier}", engine="{engine}"'
+    return [
+        {"series": f"tenantry_tenant_requests_total{{{labels}}}", "values": f"0+{per_minute}x120"},
+        *({"series": f'tenantry_tenant_slo_misses_total{{{labels}, objective="{o}"}}', "values": f"0+{n}x120"}
+          for o, n in missed.items()),
+    ]
+
+
+def _gateway_series(team: str, per_minute: dict[str, int]) -> list[dict]:
+    return [{"series": f'litellm_proxy_total_requests_metric_total{{team_alias="{team}", status_code="{status}"}}',
+             "values": f"0+{n}x120"} for status, n in per_minute.items()]
+
+
+def test_a_fast_latency_burn_pages_only_the_tenant_missing_its_objective(tmp_path):
+    # acme misses TTFT on 9 of 10 requests (burn 18 > 14.4); globex on 1 of 10 (burn 2: not fast).
+    series = [*_tenant_series("acme", "guaranteed", "tiny", 10, {"ttft": 9, "itl": 0, "any": 9}),
+              *_tenant_series("globex", "best-effort", "tiny", 10, {"ttft": 1, "itl": 0, "any": 1})]
+    acme = {"severity": "critical", "tenant": "acme", "tier": "guaranteed", "engine": "tiny", "objective": "ttft"}
+    _unit_test(tmp_path, "local", [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"eval_time": "70m", "alertname": "TenantTtftBudgetBurnFast", "exp_alerts": [{"exp_labels": acme}]},
+        {"eval_time": "70m", "alertname": "TenantItlBudgetBurnFast", "exp_alerts": []},
+    ]}])
+
+
+def test_errors_and_429s_are_judged_against_each_tenants_own_contract(tmp_path):
+    # acme allows 1 % errors and, guaranteed, 1 % of 429s; globex allows 5 % and is best-effort.
+    series = [*_gateway_series("acme", {"200": 95, "500": 3, "429": 2}),
+              *_gateway_series("globex", {"200": 50, "500": 2, "429": 48})]
+    _unit_test(tmp_path, "local", [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"eval_time": "30m", "alertname": "TenantErrorRateHigh",
+         "exp_alerts": [{"exp_labels": {"severity": "critical", "tenant": "acme", "tier": "guaranteed"}}]},
+        {"eval_time": "30m", "alertname": "TenantGuaranteedThrottled",
+         "exp_alerts": [{"exp_labels": {"severity": "critical", "tenant": "acme", "tier": "guaranteed"}}]},
+    ]}])
+
+
+def test_budget_alerts_fire_at_each_share_with_its_severity(tmp_path):
+    # acme's budget is 5 USD: 4.2 spent is 84 %, past 50 % and 80 %, short of 95 %.
+    series = [{"series": 'litellm_team_max_budget_metric{team_alias="acme", team="t1"}', "values": "5x30"},
+              {"series": 'litellm_remaining_team_budget_metric{team_alias="acme", team="t1"}', "values": "0.8x30"}]
+    who = {"tenant": "acme", "tier": "guaranteed"}
+    _unit_test(tmp_path, "local", [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"eval_time": "10m", "alertname": "TenantBudgetSpent", "exp_alerts": [
+            {"exp_labels": {**who, "severity": "info", "threshold": "0.5"}},
+            {"exp_labels": {**who, "severity": "warning", "threshold": "0.8"}}]},
+    ]}])
+
+
+def test_a_spend_rate_that_outruns_the_budget_is_projected(tmp_path):
+    # 0.6 USD an hour with 10 hours to the reset and 2 USD left: 4 USD short.
+    series = [{"series": 'litellm_spend_metric_total{team_alias="globex", model="tiny"}', "values": "0+0.01x150"},
+              {"series": 'litellm_team_budget_remaining_hours_metric{team_alias="globex", team="t2"}', "values": "10x150"},
+              {"series": 'litellm_remaining_team_budget_metric{team_alias="globex", team="t2"}', "values": "2x150"}]
+    _unit_test(tmp_path, "local", [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"eval_time": "140m", "alertname": "TenantBudgetExhaustionProjected",
+         "exp_alerts": [{"exp_labels": {"severity": "warning", "tenant": "globex", "tier": "best-effort"}}]},
+    ]}])
+
+
+def test_an_engine_down_or_never_scraped_is_down(tmp_path):
+    series = [{"series": 'up{job="tiny", instance="127.0.0.1:18110"}', "values": "1 1 0x10"}]
+    labels = {"severity": "critical", "pool": "local"}
+    _unit_test(tmp_path, "local", [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        # micro was never scraped (absent); tiny answered, then stopped at 2m and stays down past `for`.
+        {"eval_time": "2m", "alertname": "EngineDown", "exp_alerts": [
+            {"exp_labels": {**labels, "engine": "micro", "job": "micro"}}]},
+        {"eval_time": "5m", "alertname": "EngineDown", "exp_alerts": [
+            {"exp_labels": {**labels, "engine": "tiny", "job": "tiny"}},
+            {"exp_labels": {**labels, "engine": "micro", "job": "micro"}}]},
+    ]}])
+
+
+def test_a_pool_short_of_ready_gpus_alerts_and_a_cluster_without_kube_state_metrics_does_not(tmp_path):
+    plan = plan_stack("h100x8-shared-70b")
+    pool = plan.pools[0].name
+    node = 'node="gpu-0"'
+    series = [
+        {"series": f'kube_node_labels{{{node}, label_tenantry_io_pool="{pool}"}}', "values": "1x30"},
+        {"series": f'kube_node_status_allocatable{{{node}, resource="nvidia_com_gpu", unit="integer"}}', "values": "8x30"},
+        {"series": f'kube_node_status_condition{{{node}, condition="Ready", status="true"}}', "values": "1x10 0x20"},
+    ]
+    alert = {"severity": "critical", "pool": pool, "resource": "nvidia.com/gpu", "needed": "8"}
+    _unit_test(tmp_path, "h100x8-shared-70b", [
+        {"interval": "1m", "input_series": series, "alert_rule_test": [
+            {"eval_time": "9m", "alertname": "NodePoolGpusMissing", "exp_alerts": []},
+            {"eval_time": "25m", "alertname": "NodePoolGpusMissing", "exp_alerts": [{"exp_labels": alert}]}]},
+        {"interval": "1m", "input_series": [{"series": 'up{job="x"}', "values": "1x30"}], "alert_rule_test": [
+            {"eval_time": "25m", "alertname": "NodePoolGpusMissing", "exp_alerts": []}]},
+    ])
