@@ -1,0 +1,71 @@
+"""The metric catalog against the running local stack: every family the catalog
+says the local stack exports (vLLM, LiteLLM, tenantry's plugin, Prometheus)
+is declared in the live exposition, so a rule or panel reading it is not
+silent because of a renamed metric. (The Kubernetes-only sources are checked
+against their pinned sources in tests/unit/test_metrics_catalog.py.)"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import pytest
+
+from tenantry.monitoring import metrics
+from tests.local.conftest import RunningStack, chat
+
+TYPE_LINE = re.compile(r"^# TYPE (\S+) (\S+)$", re.MULTILINE)
+
+
+def declared(exposition: str) -> dict[str, str]:
+    """Family name -> type, as the exposition declares them. prometheus_client declares a counter
+    without its `_total` (its samples carry it), vLLM's and LiteLLM's alike: both spellings count."""
+    families = {}
+    for name, kind in TYPE_LINE.findall(exposition):
+        families[name] = kind
+        if kind == "counter" and not name.endswith("_total"):
+            families[name + "_total"] = kind
+    return families
+
+
+@pytest.fixture(scope="module")
+def served(stack: RunningStack) -> RunningStack:
+    """Every tenant has been served once, so the per-request families have children."""
+    for tenant in stack.up.plan.tenants:
+        with stack.client(tenant.name) as client:
+            response = chat(client, tenant.models[0])
+            assert response.status_code == 200, (tenant.name, response.text)
+    return stack
+
+
+def _expected(source: metrics.Source) -> dict[str, str]:
+    return metrics.names_of(source)
+
+
+def test_every_gateway_family_of_the_catalog_is_declared_by_the_live_gateway(served):
+    exposition = httpx.get(f"{served.url}/metrics/", headers={"Authorization": f"Bearer {served.master_key}"},
+                           timeout=30).text
+    live = declared(exposition)
+    for source in (metrics.LITELLM, metrics.TENANTRY):
+        wrong = {name: (kind, live.get(name)) for name, kind in _expected(source).items() if live.get(name) != kind}
+        assert not wrong, f"{source.name}: catalog (type) vs live (type): {wrong}"
+
+
+def test_every_engine_family_of_the_catalog_is_declared_by_the_live_engines(served):
+    live: dict[str, str] = {}
+    for engine in served.up.plan.engines:
+        live.update(declared(httpx.get(f"{served.engine_url(engine.name)}/metrics", timeout=30).text))
+    wrong = {name: (kind, live.get(name)) for name, kind in _expected(metrics.VLLM).items() if live.get(name) != kind}
+    assert not wrong, f"vLLM: catalog (type) vs live (type): {wrong}"
+
+
+def test_prometheus_scrapes_every_engine_and_the_gateway(served):
+    wanted = {e.name for e in served.up.plan.engines} | {"tenantry-gateway"}
+    deadline = time.monotonic() + 120  # a few scrape intervals; the stack is up, so only a scrape can be missing
+    while True:
+        up = {sample["metric"]["job"] for sample in served.prometheus("up == 1")}
+        if wanted <= up or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert wanted <= up, f"not scraped: {sorted(wanted - up)}"

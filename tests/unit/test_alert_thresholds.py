@@ -1,0 +1,212 @@
+"""Every alert on both sides of its threshold and of its `for`, as Prometheus
+evaluates the rules (promtool's rule unit tests): with series that break the
+contract it is quiet until `for` has passed, then fires with exactly the
+expected labels; with series just on the right side of the threshold it never
+fires. Series start at 0 and every rule's condition holds from the second
+sample (1m) unless a case says otherwise, so an alert with `for: F` is still
+pending at F - 1m and firing at F + 3m.
+
+A test that the table covers every alert keeps a new alert from going
+untested."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tenantry.monitoring import rules
+from tests.unit.test_alert_rules import _rules, _unit_test
+
+MINUTES = 200
+"""How long each synthetic series runs, past the longest `for` (30m) plus the long windows' start."""
+
+
+def counter(per_minute: float) -> str:
+    return f"0+{per_minute:g}x{MINUTES}"
+
+
+def gauge(value: float) -> str:
+    return f"{value:g}x{MINUTES}"
+
+
+@dataclass(frozen=True)
+class Case:
+    alert: str
+    broken: dict[str, str]
+    """series -> promtool values that break the contract"""
+    healthy: dict[str, str]
+    """the same series just on the right side of the threshold"""
+    fired: list[dict[str, str]]
+    """the firing alerts' labels (besides alertname)"""
+    stack: str = "local"
+    shared: dict[str, str] = field(default_factory=dict)
+    """series both sides have"""
+    holds: tuple[int, int] = (0, 1)
+    """The first and the last minute at which the broken condition may start to hold: a gauge at 0, a rate
+    from its second sample; a threshold on a rate over a window longer than the data so far later, as
+    Prometheus neither extrapolates a counter below zero nor reads a rate from samples it lacks."""
+
+
+ACME = 'tenant="acme", tier="guaranteed", engine="tiny"'
+ACME_ALERT = {"tenant": "acme", "tier": "guaranteed"}
+TINY = {"engine": "tiny", "pool": "local", "job": "tiny"}
+GPU = 'Hostname="gpu-0", gpu="0"'
+GPU_ALERT = {"Hostname": "gpu-0", "gpu": "0", "node": "gpu-0"}
+
+
+def _slo(objective: str, missed_per_10: float) -> dict[str, str]:
+    return {f"tenantry_tenant_requests_total{{{ACME}}}": counter(10),
+            f'tenantry_tenant_slo_misses_total{{{ACME}, objective="{objective}"}}': counter(missed_per_10)}
+
+
+def _requests(per_minute: dict[str, float], team: str = "acme") -> dict[str, str]:
+    return {f'litellm_proxy_total_requests_metric_total{{team_alias="{team}", status_code="{s}"}}': counter(n)
+            for s, n in per_minute.items()}
+
+
+def _histogram(name: str, labels: str, counts: dict[str, float]) -> dict[str, str]:
+    return {f'{name}_bucket{{{labels}, le="{le}"}}': counter(n) for le, n in counts.items()}
+
+
+def _service(service: str, failed: float, total: float) -> dict[str, str]:
+    return {f"{service}_failed_requests_total": counter(failed), f"{service}_total_requests_total": counter(total)}
+
+
+def _burn_cases(objective: str, label: str) -> list[Case]:
+    labels = {**ACME_ALERT, "engine": "tiny", "objective": objective}
+    return [
+        # 90 % missed burns 18x the 5 % budget (> 14.4); 10 % burns 2x.
+        Case(f"Tenant{label}BudgetBurnFast", _slo(objective, 9), _slo(objective, 1), [labels]),
+        # 20 % burns 4x (> 3 over a day and 2 hours, short of 6 and 14.4); 4 % is within the budget.
+        Case(f"Tenant{label}BudgetBurnSlow", _slo(objective, 2), _slo(objective, 0.4), [labels]),
+    ]
+
+
+def _budget_share(remaining: float) -> dict[str, str]:
+    return {'litellm_team_max_budget_metric{team_alias="acme", team="t1"}': gauge(5),
+            'litellm_remaining_team_budget_metric{team_alias="acme", team="t1"}': gauge(remaining)}
+
+
+def _projection(per_minute: float) -> dict[str, str]:
+    return {'litellm_spend_metric_total{team_alias="globex", model="tiny"}': counter(per_minute),
+            'litellm_team_budget_remaining_hours_metric{team_alias="globex", team="t2"}': gauge(10),
+            'litellm_remaining_team_budget_metric{team_alias="globex", team="t2"}': gauge(2)}
+
+
+def _pool(ready: int) -> dict[str, str]:
+    node = 'node="gpu-0"'
+    return {f'kube_node_labels{{{node}, label_tenantry_io_pool="h100"}}': gauge(1),
+            f'kube_node_status_allocatable{{{node}, resource="nvidia_com_gpu", unit="integer"}}': gauge(8),
+            f'kube_node_status_condition{{{node}, condition="Ready", status="true"}}': gauge(ready)}
+
+
+CASES = [
+    *_burn_cases("ttft", "Ttft"),
+    *_burn_cases("itl", "Itl"),
+    # acme allows 1 % server errors; globex's 4 % would be within its own 5 %.
+    Case("TenantErrorRateHigh", _requests({"200": 97, "500": 3}), _requests({"200": 99.5, "500": 0.5}),
+         [ACME_ALERT], shared=_requests({"200": 96, "500": 4}, team="globex")),
+    # A guaranteed tenant may see 1 % of 429s; best-effort globex's 50 % never alerts.
+    Case("TenantGuaranteedThrottled", _requests({"200": 98, "429": 2}), _requests({"200": 99.5, "429": 0.5}),
+         [ACME_ALERT], shared=_requests({"200": 50, "429": 50}, team="globex")),
+    # 96 % of acme's 5 USD spent passes 50, 80 and 95 %; 40 % passes none.
+    Case("TenantBudgetSpent", _budget_share(0.2), _budget_share(3),
+         [{**ACME_ALERT, "severity": s, "threshold": t} for s, t in (("info", "0.5"), ("warning", "0.8"),
+                                                                      ("critical", "0.95"))]),
+    # 6 USD an hour for the 10 hours left needs 60 USD of the 2 left; 0.18 an hour needs 1.8.
+    # From t minutes of data the 1h rate reads 0.1 t USD an hour (t > 2 projects more than 2 USD in 10 h).
+    Case("TenantBudgetExhaustionProjected", _projection(0.1), _projection(0.003),
+         [{"tenant": "globex", "tier": "best-effort"}], holds=(2, 4)),
+    Case("EngineDown", {'up{job="tiny"}': gauge(0)}, {'up{job="tiny"}': gauge(1)}, [TINY],
+         shared={'up{job="micro"}': gauge(1)}),
+    # The local plan sheds best-effort at 4 waiting and at 92 % KV-cache usage.
+    Case("EngineQueueBacklog", {'vllm:num_requests_waiting{job="tiny"}': gauge(5)},
+         {'vllm:num_requests_waiting{job="tiny"}': gauge(4)}, [TINY]),
+    Case("EngineKvCacheFull", {'vllm:kv_cache_usage_perc{job="tiny"}': gauge(0.95)},
+         {'vllm:kv_cache_usage_perc{job="tiny"}': gauge(0.9)}, [TINY]),
+    Case("EnginePreemptionsRising", {'vllm:num_preemptions_total{job="tiny"}': counter(1)},
+         {'vllm:num_preemptions_total{job="tiny"}': gauge(3)}, [TINY]),
+    Case("EngineAdapterLoadFailed",
+         {'litellm_deployment_failure_responses_total{model_group="globex-legal", exception_status="404"}': counter(1)},
+         {'litellm_deployment_failure_responses_total{model_group="globex-legal", exception_status="404"}': gauge(2),
+          'litellm_deployment_failure_responses_total{model_group="globex-legal", exception_status="500"}': counter(1)},
+         [{"engine": "tiny", "pool": "local", "model_group": "globex-legal", "adapter": "globex-legal"}]),
+    # tiny serves acme, whose 2 s is the tightest TTFT objective: p95 within (2.5, 5] is over, within (1, 2] is not.
+    Case("EngineTtftHigh",
+         _histogram("vllm:time_to_first_token_seconds", 'job="tiny"', {"1": 0, "2": 0, "2.5": 0, "5": 10, "+Inf": 10}),
+         _histogram("vllm:time_to_first_token_seconds", 'job="tiny"', {"1": 0, "2": 10, "2.5": 10, "5": 10, "+Inf": 10}),
+         [TINY]),
+    Case("GatewayReplicaDown", {'up{job="tenantry-gateway", instance="a"}': gauge(0)},
+         {'up{job="tenantry-gateway", instance="a"}': gauge(1)}, [{"severity": "critical"}]),
+    # h100x8-shared-70b plans two replicas: one answering is fewer than planned.
+    Case("GatewayReplicaDown", {'up{job="tenantry-gateway", instance="b"}': gauge(0)},
+         {'up{job="tenantry-gateway", instance="b"}': gauge(1)}, [{"severity": "warning"}],
+         stack="h100x8-shared-70b", shared={'up{job="tenantry-gateway", instance="a"}': gauge(1)}),
+    Case("GatewayOverheadHigh",
+         _histogram("tenantry_gateway_policy_seconds", 'job="g"', {"0.01": 90, "0.025": 98, "0.05": 100, "+Inf": 100}),
+         _histogram("tenantry_gateway_policy_seconds", 'job="g"', {"0.01": 90, "0.025": 100, "0.05": 100, "+Inf": 100}),
+         [{}]),
+    Case("GatewayPolicyFailSafe", {'tenantry_gateway_failsafe_total{engine="tiny", tier="spot", cause="redis"}': counter(1)},
+         {'tenantry_gateway_failsafe_total{engine="tiny", tier="spot", cause="redis"}': gauge(4)},
+         [{"engine": "tiny", "cause": "redis"}]),
+    Case("PostgresDown", _service("litellm_postgres", 6, 10), _service("litellm_postgres", 5, 10), [{}]),
+    Case("PostgresDown", {'cnpg_collector_up{cluster="tenantry-postgres"}': gauge(0)},
+         {'cnpg_collector_up{cluster="tenantry-postgres"}': gauge(1)}, [{"cluster": "tenantry-postgres"}],
+         stack="h100x8-shared-70b"),
+    Case("PostgresSpendWritesFailing", _service("litellm_batch_write_to_db", 2, 10),
+         _service("litellm_batch_write_to_db", 1, 10), [{}]),
+    Case("RedisDown", _service("litellm_redis", 6, 10), _service("litellm_redis", 5, 10), [{}]),
+    Case("ReconcilerJobFailed", {'kube_job_status_failed{namespace="tenantry", job_name="tenantry-reconcile-29"}': gauge(1)},
+         {'kube_job_status_failed{namespace="tenantry", job_name="tenantry-reconcile-29"}': gauge(0)},
+         [{"namespace": "tenantry", "job_name": "tenantry-reconcile-29"}], stack="h100x8-shared-70b",
+         shared={'kube_job_status_failed{namespace="other", job_name="backup-29"}': gauge(1)}),
+    Case("GpuXidError", {f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}}": gauge(79)}, {f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}}": gauge(0)},
+         [GPU_ALERT], stack="h100x8-shared-70b"),
+    Case("GpuEccErrors", {f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{GPU}}}": counter(1)},
+         {f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{GPU}}}": gauge(3)}, [GPU_ALERT], stack="h100x8-shared-70b"),
+    Case("GpuTemperatureHigh", {f"DCGM_FI_DEV_GPU_TEMP{{{GPU}}}": gauge(86)}, {f"DCGM_FI_DEV_GPU_TEMP{{{GPU}}}": gauge(85)},
+         [GPU_ALERT], stack="h100x8-shared-70b"),
+    # Microseconds held back per minute: 15 s is a quarter of the time, 11 s under a fifth; the 10m rate
+    # passes a fifth once 9 minutes of data are in.
+    Case("GpuThrottled", {f"DCGM_FI_DEV_POWER_VIOLATION{{{GPU}}}": counter(15e6)},
+         {f"DCGM_FI_DEV_POWER_VIOLATION{{{GPU}}}": counter(11e6)}, [GPU_ALERT], stack="h100x8-shared-70b",
+         holds=(8, 10)),
+    Case("MigConfigFailed", {'kube_node_labels{node="gpu-0", label_nvidia_com_mig_config_state="failed"}': gauge(1)},
+         {'kube_node_labels{node="gpu-0", label_nvidia_com_mig_config_state="success"}': gauge(1)},
+         [{"node": "gpu-0"}], stack="h100-mig-mixed"),
+    Case("NodePoolGpusMissing", _pool(0), _pool(1),
+         [{"pool": "h100", "resource": "nvidia.com/gpu", "needed": "8"}], stack="h100x8-shared-70b"),
+]
+
+
+def _minutes(duration: str) -> int:
+    assert duration.endswith("m"), duration
+    return int(duration[:-1])
+
+
+def _series(values: dict[str, str]) -> list[dict[str, str]]:
+    return [{"series": name, "values": v} for name, v in values.items()]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.alert}-{c.stack}-{'-'.join(sorted(c.fired[0].values()))}")
+def test_an_alert_is_quiet_below_its_threshold_and_fires_only_after_its_for(case, tmp_path):
+    candidates = [r for r in _rules(case.stack) if r.get("alert") == case.alert]
+    severities = {labels.get("severity") for labels in case.fired} - {None}
+    rule = next(r for r in candidates if not severities or r["labels"]["severity"] in severities)
+    wait = _minutes(rule["for"])
+    firing = [{"exp_labels": {"severity": rule["labels"]["severity"], **labels}} for labels in case.fired]
+    first, last = case.holds
+    checks = [{"eval_time": f"{last + wait + 2}m", "alertname": case.alert, "exp_alerts": firing}]
+    if wait:
+        checks.insert(0, {"eval_time": f"{first + wait - 1}m", "alertname": case.alert, "exp_alerts": []})
+    _unit_test(tmp_path, case.stack, [
+        {"interval": "1m", "input_series": _series({**case.shared, **case.broken}), "alert_rule_test": checks},
+        {"interval": "1m", "input_series": _series({**case.shared, **case.healthy}), "alert_rule_test": [
+            {"eval_time": f"{last + wait + 2}m", "alertname": case.alert, "exp_alerts": []},
+            {"eval_time": f"{MINUTES - 5}m", "alertname": case.alert, "exp_alerts": []}]},
+    ])
+
+
+def test_every_alert_has_a_case():
+    assert {c.alert for c in CASES} == {a.name for a in rules.ALERTS}
