@@ -18,8 +18,8 @@ import pytest
 from tenantry.monitoring import rules
 from tests.unit.test_alert_rules import _rules, _unit_test
 
-MINUTES = 200
-"""How long each synthetic series runs, past the longest `for` (30m) plus the long windows' start."""
+MINUTES = 60
+"""How long each synthetic series runs: past the longest `for` (30m) and the latest start of a condition."""
 
 
 def counter(per_minute: float) -> str:
