@@ -5,6 +5,7 @@ network policies that keep engines reachable only from the gateway."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -19,10 +20,13 @@ from tenantry.deploy.gpu_nodes import GpuNodes, GpuNodesArgs
 from tenantry.deploy.metrics_api import MetricsApi, MetricsApiArgs
 from tenantry.deploy.identity import bucket_access, bucket_service_account
 from tenantry.deploy.model_cache import egress_policies, fetches_from_hub, hub_token_secret
-from tenantry.deploy.observability import Observability, ObservabilityArgs
+from tenantry.deploy.observability import Observability, ObservabilityArgs, configured_webhooks
 from tenantry.deploy.postgres import CLUSTER_NAME, DATA_PRIORITY_CLASS, Postgres, PostgresArgs
 from tenantry.deploy.redis import Redis, RedisArgs
 from tenantry.deploy.tenant import Tenant, TenantArgs
+from tenantry.monitoring.alertmanager import alertmanager_config
+from tenantry.monitoring.dashboards import dashboards
+from tenantry.monitoring.rules import rule_groups
 from tenantry.pins import IMAGES, chart
 from tenantry.plan.model import Plan
 from tenantry.configs.vllm import PORT as ENGINE_PORT
@@ -36,10 +40,17 @@ PRIORITY_CLASSES = {
 }
 
 
+def on_call(plan: Plan) -> ObservabilityArgs:
+    """The Plan's alert and recording rules, dashboards and Alertmanager routing, delivered to the
+    webhook URLs of the stack's secret config (tenantry:pageWebhookUrl, tenantry:ticketWebhookUrl)."""
+    return ObservabilityArgs(rule_groups=tuple(rule_groups(plan)), dashboards=dashboards(plan),
+                             alert_routing=partial(alertmanager_config, plan),
+                             webhook_urls=configured_webhooks(pulumi.Config()))
+
+
 @dataclass(frozen=True)
 class PlatformArgs:
     plan: Plan
-    observability: ObservabilityArgs = ObservabilityArgs()
     hub_token: pulumi.Input[str] | None = None
     """Pulumi config tenantry:hfToken (a secret): the Hub token of the Jobs that fill the model caches from the Hub."""
 
@@ -56,7 +67,7 @@ class Platform(pulumi.ComponentResource):
         GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy, plan.cluster.gpu_operator), child)
         metrics_api = MetricsApi(f"{name}-metrics", MetricsApiArgs(plan.cluster.metrics_api), child)
         self.bucket_service_account = bucket_service_account(f"{name}-buckets", plan.platform, in_namespace)
-        observability = Observability(f"{name}-observability", args.observability, child)
+        observability = Observability(f"{name}-observability", on_call(plan), child)
         postgres = Postgres(f"{name}-postgres", PostgresArgs(plan.platform, IMAGES["postgres"], observability.release),
                             in_namespace)
         redis = Redis(f"{name}-redis", RedisArgs(ns, IMAGES["redis"]), in_namespace)

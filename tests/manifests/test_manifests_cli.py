@@ -67,5 +67,6 @@ def test_rendered_manifests_pass_the_kubernetes_validate_command(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     # Only the custom resources lack a schema; tenantry checks those structurally.
     warned = [line for line in result.stdout.splitlines() if line.startswith("WARN")]
-    assert all(any(kind in w for kind in ("ServiceMonitor", "PodMonitor", "postgresql.cnpg.io", "barmancloud.cnpg.io"))
+    assert all(any(kind in w for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "postgresql.cnpg.io",
+                                         "barmancloud.cnpg.io"))
                for w in warned), warned
