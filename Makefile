@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # checkov and vLLM each bring many dependencies of their own: separate environments.
 TOOLS := .venv-tools
 VLLM := .venv-vllm
-DEBIAN_PACKAGES := postgresql redis-server prometheus nodejs:node npm:npm chromium
+DEBIAN_PACKAGES := postgresql redis-server prometheus prometheus-alertmanager nodejs:node npm:npm chromium
 PYTEST_ARGS ?=
 
 .PHONY: local test bench docs venv system freeze-vllm clean

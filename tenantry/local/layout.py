@@ -29,6 +29,10 @@ SIDE_GATEWAY_OFFSET = 94
 """The side gateways (the gate's --side-by-side) listen at the port base + this, + this + 1."""
 SIDE_GATEWAYS = ("gateway-policy", "gateway-plain")
 """Their process names, in port order: the one with the tenant-policy plugin, the one without."""
+ALERTMANAGER_OFFSET = 4
+"""Alertmanager listens at the port base + this: below the further gateway replicas (+5 on)."""
+ALERT_RECEIVER_OFFSET = 93
+"""The webhook receiver listens at the port base + this: just below the side gateways."""
 
 
 def engine_process(engine: str) -> str:
@@ -47,6 +51,8 @@ class Ports:
     postgres: int
     redis: int
     prometheus: int
+    alertmanager: int
+    alert_receiver: int
     engines: dict[str, int]
 
     @property
@@ -56,8 +62,8 @@ class Ports:
     def by_process(self) -> dict[str, int]:
         """The one map of process name to port: preflight, the saved State and `status` read it."""
         return {**{gateway_process(i): p for i, p in enumerate(self.gateways)}, "postgres": self.postgres,
-                "redis": self.redis, "prometheus": self.prometheus,
-                **{engine_process(n): p for n, p in self.engines.items()}}
+                "redis": self.redis, "prometheus": self.prometheus, "alertmanager": self.alertmanager,
+                "alert-receiver": self.alert_receiver, **{engine_process(n): p for n, p in self.engines.items()}}
 
 
 @dataclass(frozen=True)
@@ -73,12 +79,14 @@ class Layout:
 
     def ports(self, plan: Plan) -> Ports:
         """Fixed offsets from the base: gateway replicas at +0, +5..+9; engines in
-        spec order from +10."""
+        spec order from +10; Alertmanager and its receiver at their offsets."""
         return Ports(
             gateways=[self.port_base] + [self.port_base + 4 + i for i in range(1, plan.gateway.replicas)],
             postgres=self.port_base + 1,
             redis=self.port_base + 2,
             prometheus=self.port_base + 3,
+            alertmanager=self.port_base + ALERTMANAGER_OFFSET,
+            alert_receiver=self.port_base + ALERT_RECEIVER_OFFSET,
             engines={e.name: self.port_base + 10 + i for i, e in enumerate(plan.engines)},
         )
 
@@ -124,6 +132,15 @@ class Layout:
     @property
     def prometheus(self) -> Path:
         return self.root / "prometheus"
+
+    @property
+    def alertmanager(self) -> Path:
+        return self.root / "alertmanager"
+
+    @property
+    def alerts_received(self) -> Path:
+        """Every notification Alertmanager delivered, one JSON line each (tenantry/local/alert_receiver.py)."""
+        return self.root / "alerts" / "received.jsonl"
 
     @property
     def redis(self) -> Path:

@@ -1,6 +1,7 @@
 """Configuration of the local stack's processes, rendered from the Plan: the
-supervisor that runs them, Redis, Prometheus (the same scrape targets as on
-Kubernetes), and the gateway (the same LiteLLM config and plugin)."""
+supervisor that runs them, Redis, Prometheus (the same scrape targets and
+alert rules as on Kubernetes), Alertmanager (the same routing, delivering to
+the local receiver), and the gateway (the same LiteLLM config and plugin)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from tenantry.local.models import BuiltModel
 from tenantry.plan.model import EnginePlan, Plan
 from tenantry.configs.litellm import PLUGIN_FILES, litellm_config, tenant_policy_settings
 from tenantry.configs.vllm import VLLM_SERVE, vllm_args
+from tenantry.monitoring.alertmanager import WEBHOOK_RECEIVERS, Timing, Webhook, alertmanager_config
+from tenantry.monitoring.rules import rule_file
 
 GATEWAY_SOURCES = Path(__file__).resolve().parent.parent / "gateway"
 ENGINE_SITE = Path(__file__).resolve().parent / "engine_site"
@@ -32,8 +35,13 @@ SYSTEM_PROGRAMS = {
     "psql": (Path("/usr/bin/psql"), "postgresql-client"),
     "redis-server": (Path("/usr/bin/redis-server"), "redis-server"),
     "prometheus": (Path("/usr/bin/prometheus"), "prometheus"),
+    "alertmanager": (Path("/usr/bin/prometheus-alertmanager"), "prometheus-alertmanager"),
     "node": (Path("/usr/bin/node"), "nodejs"),
 }
+
+ALERT_TIMING = Timing(group_wait="5s", group_interval="10s", repeat_interval="1h")
+"""Seconds rather than minutes: on a stack people and tests watch, a notification should arrive
+soon after Prometheus fires the alert."""
 
 
 # vLLM logs each request's JSON body as it parsed it (priority, cache_salt) at
@@ -113,8 +121,10 @@ def redis_conf(layout: Layout, ports: Ports, password: str) -> Path:
 
 def prometheus_yml(plan: Plan, layout: Layout, ports: Ports, master_key_file: Path) -> Path:
     """Jobs named as on Kubernetes: one per engine Service, and the gateway's
-    /metrics/ behind its master key."""
+    /metrics/ behind its master key; the Plan's alert rules, sent to the local Alertmanager."""
     layout.prometheus.mkdir(parents=True, exist_ok=True)
+    rules = layout.prometheus / "rules.yml"
+    rules.write_text(rule_file(plan), encoding="utf-8")
     scrape = [
         {"job_name": e.name, "metrics_path": "/metrics", "scrape_interval": f"{plan.gateway.engine_scrape_interval_seconds}s",
          "static_configs": [{"targets": [f"{HOST}:{ports.engines[e.name]}"], "labels": {"engine": e.name}}]}
@@ -123,10 +133,39 @@ def prometheus_yml(plan: Plan, layout: Layout, ports: Ports, master_key_file: Pa
     scrape.append({"job_name": "tenantry-gateway", "metrics_path": "/metrics/",
                    "authorization": {"type": "Bearer", "credentials_file": str(master_key_file)},
                    "static_configs": [{"targets": [f"{HOST}:{port}" for port in ports.gateways]}]})
-    config = {"global": {"scrape_interval": "5s", "evaluation_interval": "5s"}, "scrape_configs": scrape}
+    config = {"global": {"scrape_interval": "5s", "evaluation_interval": "5s"}, "rule_files": [str(rules)],
+              "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"{HOST}:{ports.alertmanager}"]}]}]},
+              "scrape_configs": scrape}
     path = layout.prometheus / "prometheus.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
+
+
+def alertmanager_yml(plan: Plan, layout: Layout, ports: Ports) -> Path:
+    """The cluster's routing and inhibition, delivering to the local receiver: a page to its
+    /page, a ticket to its /ticket."""
+    layout.alertmanager.mkdir(parents=True, exist_ok=True)
+    receiver = f"http://{HOST}:{ports.alert_receiver}"
+    config = alertmanager_config(plan, {name: Webhook(url=f"{receiver}/{name}") for name in WEBHOOK_RECEIVERS},
+                                 ALERT_TIMING)
+    path = layout.alertmanager / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _monitoring_commands(layout: Layout, ports: Ports) -> dict[str, str]:
+    """Prometheus, Alertmanager and the receiver Alertmanager delivers to, by process name."""
+    return {
+        "prometheus": f"{SYSTEM_PROGRAMS['prometheus'][0]} --config.file={layout.prometheus / 'prometheus.yml'} "
+                      f"--storage.tsdb.path={layout.prometheus / 'data'} "
+                      f"--web.listen-address={HOST}:{ports.prometheus} --storage.tsdb.retention.time=2d",
+        # One Alertmanager: no cluster, so no gossip port to collide with another stack's.
+        "alertmanager": f"{SYSTEM_PROGRAMS['alertmanager'][0]} --cluster.listen-address= "
+                        f"--config.file={layout.alertmanager / 'alertmanager.yml'} "
+                        f"--storage.path={layout.alertmanager / 'data'} --web.listen-address={HOST}:{ports.alertmanager}",
+        "alert-receiver": f"{VENV_BIN / 'python'} -m tenantry.local.alert_receiver --port {ports.alert_receiver} "
+                          f"--out {layout.alerts_received}",
+    }
 
 
 def supervisor_conf(
@@ -166,9 +205,8 @@ def supervisor_conf(
                         f"-c listen_addresses={HOST} -c max_connections=200",
             stopsignal="INT", user=run_as, directory=layout.postgres_home)
     program("redis", f"/usr/bin/redis-server {layout.redis / 'redis.conf'}")
-    program("prometheus", f"/usr/bin/prometheus --config.file={layout.prometheus / 'prometheus.yml'} "
-                          f"--storage.tsdb.path={layout.prometheus / 'data'} --web.listen-address={HOST}:{ports.prometheus} "
-                          "--storage.tsdb.retention.time=2d")
+    for name, command in _monitoring_commands(layout, ports).items():
+        program(name, command)
     request_logging_config = None
     if log_requests:
         request_logging_config = layout.run / "vllm-logging.json"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from tenantry.configs.teams import desired_teams
 from tenantry.gateway.reconciler import LiteLLM, reconcile
 from tenantry.local import credentials, models, postgres, services
+from tenantry.local.alert_receiver import HEALTH_PATH as RECEIVER_HEALTH_PATH
 from tenantry.local.health import LocalStackError, http_ok, port_open, process_alive, wait_healthy
 from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports, State, engine_process, gateway_process
 from tenantry.local.supervisor import SUPERVISORD, start_supervisor, supervisor_running, supervisorctl
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from tenantry.local.prisma import BridgePaths
 
 Progress = Callable[[str], None]
+
+MONITORING_HEALTH = {"prometheus": "/-/ready", "alertmanager": "/-/ready", "alert-receiver": RECEIVER_HEALTH_PATH}
+"""The monitoring processes, each with the path on its port that answers 200 once it serves."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,7 @@ def _write_configs(plan: Plan, layout: Layout, ports: Ports, built: dict[str, mo
     services.redis_conf(layout, ports, credentials.redis_password(layout))
     credentials.master_key(layout)  # made now: Prometheus reads it from its file
     services.prometheus_yml(plan, layout, ports, layout.secrets / "master-key")
+    services.alertmanager_yml(plan, layout, ports)
     services.gateway_files(plan, layout, ports)
     try:
         prisma_paths = prisma.install(layout.root / "prisma")
@@ -155,11 +160,13 @@ def _start_or_update_supervisor(plan: Plan, layout: Layout, step: Progress) -> N
         step("supervisor already running: applying changed configuration")
         supervisorctl(layout, "reread")
         supervisorctl(layout, "update")
-        supervisorctl(layout, "start", "postgres", "redis", "prometheus",
+        supervisorctl(layout, "start", "postgres", "redis", *MONITORING_HEALTH,
                       *(engine_process(e.name) for e in plan.engines), check=False)
+        # Their command lines did not change, their files may have (rules, routes): both reread on HUP.
+        supervisorctl(layout, "signal", "HUP", "prometheus", "alertmanager", check=False)
     else:
         start_supervisor(layout)
-        step("supervisor started: PostgreSQL, Redis, Prometheus and the engines are starting")
+        step("supervisor started: PostgreSQL, Redis, Prometheus, Alertmanager and the engines are starting")
 
 
 def _prepare_database(layout: Layout, ports: Ports, prisma_paths: BridgePaths, database_url: str,
@@ -189,7 +196,7 @@ def _start_gateways(layout: Layout, ports: Ports, restart: bool, step: Progress)
 
 
 def _wait_until_serving(plan: Plan, layout: Layout, ports: Ports, step: Progress) -> list[str]:
-    """Wait for every engine, gateway and Prometheus to be healthy; returns the gateways' URLs."""
+    """Wait for every engine, gateway and monitoring process to be healthy; returns the gateways' URLs."""
     for engine in plan.engines:
         port = ports.engines[engine.name]
         wait_healthy(f"engine {engine.name}", lambda p=port: http_ok(f"http://{HOST}:{p}/health"), 240,
@@ -200,8 +207,10 @@ def _wait_until_serving(plan: Plan, layout: Layout, ports: Ports, step: Progress
         name = gateway_process(replica)
         wait_healthy(name, lambda u=url: http_ok(f"{u}/health/readiness"), 180, layout.logs / f"{name}.log")
         step(f"{name} healthy on {url}")
-    wait_healthy("Prometheus", lambda: http_ok(f"http://{HOST}:{ports.prometheus}/-/ready"), 60,
-                 layout.logs / "prometheus.log")
+    for name, path in MONITORING_HEALTH.items():
+        url = f"http://{HOST}:{ports.by_process()[name]}{path}"
+        wait_healthy(name, lambda u=url: http_ok(u), 60, layout.logs / f"{name}.log")
+    step(f"Prometheus, Alertmanager and the alert receiver healthy: notifications land in {layout.alerts_received}")
     return gateway_urls
 
 
@@ -232,8 +241,8 @@ def _healthy(name: str, port: int | None) -> bool:
         return http_ok(f"http://{HOST}:{port}/health")
     if name.startswith("gateway"):
         return http_ok(f"http://{HOST}:{port}/health/readiness")
-    if name == "prometheus":
-        return http_ok(f"http://{HOST}:{port}/-/ready")
+    if name in MONITORING_HEALTH:
+        return http_ok(f"http://{HOST}:{port}{MONITORING_HEALTH[name]}")
     return port_open(port)
 
 

@@ -156,8 +156,8 @@ def test_prometheus_scrapes_every_engine_and_every_tenant(stack):
 
 def test_status_reports_every_process_healthy(stack):
     rows = local.status(stack.layout)
-    assert {r.name for r in rows} == {"gateway-0", "gateway-1", "postgres", "redis", "prometheus", "engine-tiny",
-                                      "engine-micro"}
+    assert {r.name for r in rows} == {"gateway-0", "gateway-1", "postgres", "redis", "prometheus", "alertmanager",
+                                      "alert-receiver", "engine-tiny", "engine-micro"}
     assert all(r.healthy and r.state == "RUNNING" and r.pid for r in rows), rows
 
 
@@ -204,7 +204,7 @@ def test_the_cli_reports_status_logs_and_smoke(stack, capsys):
 
     where = ["--dir", str(stack.layout.root), "--port-base", str(stack.layout.port_base)]
     assert main(["local", "status", *where]) == 0
-    assert capsys.readouterr().out.count("healthy") == 7
+    assert capsys.readouterr().out.count("healthy") == 9
     code = main(["local", "smoke", *where])
     out = capsys.readouterr().out
     lines = {line.split()[1]: line for line in out.splitlines() if line.strip()}

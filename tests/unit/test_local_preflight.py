@@ -74,7 +74,7 @@ def test_one_map_names_every_supervised_process_with_its_port(tmp_path):
     conf = services.supervisor_conf(plan, layout, ports, built, {}, run_as=None).read_text()
     programs = {line[len("[program:"):-1] for line in conf.splitlines() if line.startswith("[program:")}
     assert programs == set(ports.by_process()) == {"gateway-0", "gateway-1", "postgres", "redis", "prometheus",
-                                                   "engine-tiny", "engine-micro"}
+                                                   "alertmanager", "alert-receiver", "engine-tiny", "engine-micro"}
     assert len(set(ports.by_process().values())) == len(programs)  # no two on one port
     for name, port in ports.by_process().items():
         if name.startswith(("engine-", "gateway-")):
