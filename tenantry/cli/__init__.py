@@ -4,6 +4,7 @@
     manifests.py   tenantry manifests STACK    the Kubernetes objects `pulumi up` would apply, checked
     gate.py        tenantry gate STACK         a load scenario, every tenant judged against its SLO
     local.py       tenantry local ACTION       the stack as processes on this machine
+    showback.py    tenantry showback STACK     spend per tenant and engine, checked against the Plan's prices
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tenantry.cli import gate, local, manifests, plan
+from tenantry.cli import gate, local, manifests, plan, showback
 
-COMMANDS = (plan, manifests, gate, local)
+COMMANDS = (plan, manifests, gate, local, showback)
 
 
 def parser() -> argparse.ArgumentParser:

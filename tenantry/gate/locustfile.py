@@ -28,6 +28,7 @@ from tenantry.gate.scenarios import Scenario, Stage
 from tenantry.gate.scenarios import scenario as build_scenario
 from tenantry.gate.verdict import SHED_HEADER, verdict
 from tenantry.plan.model import Plan, TrafficPlan
+from tenantry.showback import ModelPrice, model_prices
 from tenantry.stacks import plan_stack
 
 RUN = json.loads(Path(os.environ["TENANTRY_GATE_RUN"]).read_text(encoding="utf-8"))
@@ -35,15 +36,22 @@ OUT = Path(RUN["out"])
 PLAN: Plan = plan_stack(Path(RUN["stack"]))
 SCENARIO: Scenario = build_scenario(RUN["scenario"], PLAN, short=RUN["short"], tenant=RUN.get("tenant"))
 KEYS: dict[str, str] = json.loads(Path(RUN["keys"]).read_text(encoding="utf-8"))
+PRICES: dict[str, ModelPrice] = model_prices(PLAN)
 GATEWAYS: list[str] = RUN["gateways"]
 TIMEOUT = (5, 300)  # connect, read: a queued request on a saturated CPU engine may wait long
 IDLE_CONNECTION_SECONDS = 3.0
 """A connection idle longer is not reused: servers close idle keep-alive connections
 (uvicorn, under LiteLLM, after 5 s), and a request sent as one closes is reset."""
 
+DRAIN_SECONDS = 30.0
+"""After the last stage, how long requests still running may finish, so that every request the
+gateway charges is recorded with its cost (docs/showback.md, "Checked against the gate"); one
+still running then is cut, unrecorded, and the run's actions say so."""
+
 RECORDS: list[Record] = []
 ACTIONS: list[dict] = []
 STARTED = {"at": time.monotonic()}
+IN_FLIGHT = {"requests": 0}
 
 
 def elapsed() -> float:
@@ -90,6 +98,7 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
     start = time.monotonic()
     first = last = None
     session = connection.get()
+    IN_FLIGHT["requests"] += 1
     try:
         with session.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"},
                           stream=body["stream"], timeout=TIMEOUT) as response:
@@ -126,6 +135,8 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
                 record.gaps = token_gaps(first, last, visible, record.output_tokens)
     except (requests.RequestException, ValueError) as error:
         record.error = f"{type(error).__name__}: {error}"[:500]
+    finally:
+        IN_FLIGHT["requests"] -= 1
     connection.done()
     record.e2e = time.monotonic() - start
     if first is not None:
@@ -156,6 +167,8 @@ def _read_usage(message: dict, record: Record) -> None:
         details = usage.get("prompt_tokens_details") or {}
         if details.get("cached_tokens") is not None:
             record.cached_tokens = details["cached_tokens"]
+        price = PRICES.get(record.served_by)
+        record.cost_usd = price.cost(record.prompt_tokens, record.output_tokens) if price else None
 
 
 def report_to_locust(user: User, record: Record) -> None:
@@ -312,6 +325,11 @@ class GateShape(LoadTestShape):
     def tick(self):
         stage = current_stage()
         if stage is None:
+            if IN_FLIGHT["requests"] and elapsed() < SCENARIO.seconds + DRAIN_SECONDS:
+                return TOTAL_USERS, TOTAL_USERS  # users idle without a stage; the last requests finish
+            if IN_FLIGHT["requests"]:
+                ACTIONS.append({"at": elapsed(), "action": "end", "result": f"{IN_FLIGHT['requests']} request(s) "
+                                f"still running {DRAIN_SECONDS:.0f} s after the last stage were cut, unrecorded"})
             return None
         if stage.name != self.stage_seen:
             self.stage_seen = stage.name

@@ -42,6 +42,9 @@ class Record:
     """Prompt tokens the engine found in its prefix cache (vLLM's usage.prompt_tokens_details)."""
     served_by: str = ""
     """The model name in the response: the fallback's when the gateway fell back."""
+    cost_usd: float | None = None
+    """The response's usage at the Plan's per-token prices of the model that served it (what LiteLLM
+    should have charged); None without usage or for a model the Plan does not serve."""
     error: str = ""
     shed: str = ""
     """On a 429 for capacity, why admission shed the request (the gateway's X-Tenantry-Shed);
