@@ -92,18 +92,20 @@ ALERTS: tuple[Alert, ...] = (
           "{{ $labels.engine }}'s p95 time to first token is {{ $value | humanizeDuration }}, above the tightest "
           "objective of the tenants it serves."),
     Alert("GatewayReplicaDown", ("critical", "warning"), "Gateway replicas are down",
-          "{{ $value }} LiteLLM gateway replicas answer Prometheus; the spec asks for more."),
+          "Fewer LiteLLM gateway replicas answer Prometheus than the spec's gateway.replicas (critical: none does)."),
     Alert("GatewayOverheadHigh", ("warning",), "tenantry's admission hook slows requests",
           "The tenant-policy hook's p99 is {{ $value | humanizeDuration }}."),
     Alert("GatewayPolicyFailSafe", ("warning",), "Admission runs in fail-safe ({{ $labels.cause }})",
           "The tenant-policy plugin decides without {{ $labels.cause }} for engine {{ $labels.engine }}: "
           "guaranteed tenants are admitted unchecked, spot is refused."),
     Alert("PostgresDown", ("critical",), "The gateway's PostgreSQL is unreachable",
-          "Keys, budgets and spend live in PostgreSQL; {{ $value | humanizePercentage }} of the gateway's calls fail."),
+          "Keys, budgets and spend live in PostgreSQL: most of the gateway's calls to it fail, or CloudNativePG "
+          "reports its instance down."),
     Alert("PostgresSpendWritesFailing", ("critical",), "Spend is not being written to PostgreSQL",
           "{{ $value | humanizePercentage }} of LiteLLM's batch spend writes fail: spend is held in memory."),
     Alert("RedisDown", ("critical",), "Redis, where limits are shared, is unreachable",
-          "{{ $value | humanizePercentage }} of the gateway's Redis calls fail: limits fall back to each replica."),
+          "Most of the gateway's Redis calls fail, or its Deployment has no replica available: limits and the "
+          "concurrency ledger are not shared; admission runs in fail-safe."),
     Alert("ReconcilerJobFailed", ("warning",), "The tenant reconciler job {{ $labels.job_name }} failed",
           "Teams and keys may differ from the Plan until a run succeeds."),
     Alert("GpuXidError", ("critical",), "GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $value }}",
@@ -135,12 +137,21 @@ def _alert(plan: Plan, name: str, expr: str, *, wait: str, severity: str | None 
     if severity is None:
         (severity,) = alert.severity
     assert severity in alert.severity, f"{name}: {severity} is not one of {alert.severity}"
+    labels = labels or {}
     return {
         "alert": name, "expr": expr, "for": wait,
-        "labels": {"severity": severity, **(labels or {})},
-        "annotations": {"summary": alert.summary, "description": alert.description,
+        "labels": {"severity": severity, **labels},
+        "annotations": {"summary": _filled(alert.summary, labels), "description": _filled(alert.description, labels),
                         "runbook_url": runbook_url(plan, name)},
     }
+
+
+def _filled(template: str, labels: dict[str, str]) -> str:
+    """A template with the rule's own labels written in: Prometheus's $labels holds only the labels of the
+    expression's result, not those the rule adds (an engine's name on its EngineDown)."""
+    for label, value in labels.items():
+        template = template.replace(f"{{{{ $labels.{label} }}}}", value)
+    return template
 
 
 def _burn(objective: str, pairs: tuple[tuple[str, str, float], ...]) -> str:

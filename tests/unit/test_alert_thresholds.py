@@ -11,6 +11,7 @@ untested."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import pytest
@@ -195,6 +196,10 @@ def test_an_alert_is_quiet_below_its_threshold_and_fires_only_after_its_for(case
     severities = {labels.get("severity") for labels in case.fired} - {None}
     rule = next(r for r in candidates if not severities or r["labels"]["severity"] in severities)
     wait = _minutes(rule["for"])
+    # What the annotations still template from $labels must be labels of the expression's result
+    # (Prometheus's $labels does not hold those the rule adds: rules.py writes those in).
+    templated = set(re.findall(r"\$labels\.(\w+)", rule["annotations"]["summary"] + rule["annotations"]["description"]))
+    assert all(templated <= set(labels) - set(rule["labels"]) for labels in case.fired), (templated, case.fired)
     firing = [{"exp_labels": {"severity": rule["labels"]["severity"], **labels}} for labels in case.fired]
     first, last = case.holds
     checks = [{"eval_time": f"{last + wait + 2}m", "alertname": case.alert, "exp_alerts": firing}]
