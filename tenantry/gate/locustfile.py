@@ -109,7 +109,7 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
             elif not body["stream"]:
                 answer = response.json()
                 first = last = time.monotonic()
-                _read_usage(answer, record)
+                record.read_usage(answer, PRICES)
             else:
                 visible: list[float] = []
                 for line in response.iter_lines(decode_unicode=True):
@@ -127,7 +127,7 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
                         visible.append(now)
                     if deltas:
                         last = now
-                    _read_usage(chunk, record)
+                    record.read_usage(chunk, PRICES)
                 if first is None and not record.error:
                     record.error = "the stream carried no tokens"
                 if not record.output_tokens:
@@ -156,19 +156,6 @@ def token_gaps(first: float | None, last: float | None, visible: list[float], to
     if len(gaps) >= tokens - 1:
         return gaps
     return [(last - first) / (tokens - 1)] * (tokens - 1)
-
-
-def _read_usage(message: dict, record: Record) -> None:
-    record.served_by = message.get("model") or record.served_by
-    usage = message.get("usage") or {}
-    if usage:
-        record.output_tokens = usage.get("completion_tokens") or 0
-        record.prompt_tokens = usage.get("prompt_tokens") or 0
-        details = usage.get("prompt_tokens_details") or {}
-        if details.get("cached_tokens") is not None:
-            record.cached_tokens = details["cached_tokens"]
-        price = PRICES.get(record.served_by)
-        record.cost_usd = price.cost(record.prompt_tokens, record.output_tokens) if price else None
 
 
 def report_to_locust(user: User, record: Record) -> None:

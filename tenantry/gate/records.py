@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tenantry.showback import ModelPrice
 
 REQUESTS_JSONL = "requests.jsonl"
+WARM_UP_JSONL = "warm-up.jsonl"
+"""The requests the gate sends before the run: not measured, but charged by the gateway like any other."""
 REQUESTS_CSV = "requests.csv"
 RUN_JSON = "run.json"
 VERDICT_JSON = "verdict.json"
@@ -60,11 +67,29 @@ class Record:
     def ok(self) -> bool:
         return self.status == 200 and not self.error
 
+    def read_usage(self, message: dict, prices: Mapping[str, ModelPrice]) -> None:
+        """The model that answered and its usage, from a response or a stream's chunk, and the usage's
+        cost at the Plan's prices (`prices`: tenantry.showback.model_prices)."""
+        self.served_by = message.get("model") or self.served_by
+        usage = message.get("usage") or {}
+        if usage:
+            self.output_tokens = usage.get("completion_tokens") or 0
+            self.prompt_tokens = usage.get("prompt_tokens") or 0
+            details = usage.get("prompt_tokens_details") or {}
+            if details.get("cached_tokens") is not None:
+                self.cached_tokens = details["cached_tokens"]
+            price = prices.get(self.served_by)
+            self.cost_usd = price.cost(self.prompt_tokens, self.output_tokens) if price else None
 
-def write_records(directory: Path, records: list[Record]) -> None:
-    with (directory / REQUESTS_JSONL).open("w", encoding="utf-8") as out:
+
+def write_jsonl(path: Path, records: list[Record]) -> None:
+    with path.open("w", encoding="utf-8") as out:
         for record in records:
             out.write(json.dumps(asdict(record), separators=(",", ":")) + "\n")
+
+
+def write_records(directory: Path, records: list[Record]) -> None:
+    write_jsonl(directory / REQUESTS_JSONL, records)
     columns = [f.name for f in fields(Record) if f.name != "gaps"]
     with (directory / REQUESTS_CSV).open("w", encoding="utf-8", newline="") as out:
         writer = csv.writer(out)
@@ -73,8 +98,8 @@ def write_records(directory: Path, records: list[Record]) -> None:
             writer.writerow([getattr(record, c) for c in columns] + [max(record.gaps, default="")])
 
 
-def read_records(directory: Path) -> list[Record]:
-    path = directory / REQUESTS_JSONL
+def read_records(directory: Path, name: str = REQUESTS_JSONL) -> list[Record]:
+    path = directory / name
     if not path.exists():
         return []
     return [Record(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line]

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tenantry.gate.records import RUN_JSON, VERDICT_JSON, read_records
+from tenantry.gate.records import RUN_JSON, VERDICT_JSON, WARM_UP_JSONL, Record, read_records, write_jsonl
 from tenantry.gate.report import RunView, ttft_comparison, write_report
 from tenantry.gate.scenarios import Scenario
 from tenantry.gate.target import GateError, Target, read_keys
@@ -58,17 +58,19 @@ def prepare(stack: str, scenario_name: str, *, short: bool, tenant: str | None) 
     return Prepared(stack_file, plan, scenario)
 
 
-def warm_up(plan: Plan, target: Target, echo=print, rounds: int = 2, quota_wait_seconds: float = 75) -> None:
+def warm_up(plan: Plan, target: Target, echo=print, rounds: int = 2, quota_wait_seconds: float = 75) -> list[Record]:
     """A few unmeasured requests per tenant and gateway before the run: a gateway's
     first requests for a key load it from the database, and a key the gateway
     refuses is a clear error now instead of a run of 401s. A tenant still over
     its quota from earlier traffic (the gateway's RPM and TPM windows are a
-    minute long) is waited for, so that a run starts from fresh windows."""
+    minute long) is waited for, so that a run starts from fresh windows.
+    Returns the answered ones, with their cost: the gateway charges them too."""
     import httpx
 
     from tenantry.gate.verdict import SHED_HEADER
+    from tenantry.showback import model_prices
 
-    keys = read_keys(target)
+    keys, prices, answered = read_keys(target), model_prices(plan), []
     for url in target.gateways:
         with httpx.Client(base_url=url, timeout=120) as client:
             for tenant in plan.tenants:
@@ -94,6 +96,12 @@ def warm_up(plan: Plan, target: Target, echo=print, rounds: int = 2, quota_wait_
                         time.sleep(5)
                         continue
                     sent += 1
+                    if answer.status_code == 200:
+                        record = Record(tenant=tenant.name, tier=tenant.tier, profile="warm-up", target=body["model"],
+                                        stage="warm-up", sent=0.0, streamed=False, status=200, e2e=0.0)
+                        record.read_usage(answer.json(), prices)
+                        answered.append(record)
+    return answered
 
 
 def run_locust(prepared: Prepared, target: Target, out: Path, short: bool, tenant: str | None,
@@ -108,7 +116,7 @@ def run_locust(prepared: Prepared, target: Target, out: Path, short: bool, tenan
     (out / VERDICT_JSON).unlink(missing_ok=True)
     env = {**os.environ, "TENANTRY_GATE_RUN": str(out / RUN_JSON),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    warm_up(plan, target, echo)
+    write_jsonl(out / WARM_UP_JSONL, warm_up(plan, target, echo))
     echo(f"{target.label}: scenario {scenario.name}, {scenario.seconds:.0f} s "
          f"({', '.join(f'{s.name} {s.seconds:.0f} s' for s in scenario.stages)}) against {', '.join(target.gateways)}")
     with (out / "locust.log").open("w") as log:

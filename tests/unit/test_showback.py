@@ -14,6 +14,7 @@ import pytest
 
 from tenantry.cli import main
 from tenantry.cli.showback import show
+from tenantry.gate.records import Record
 from tenantry.showback import NO_TEAM, Period, SpendGroup, SpendRecords, before, model_prices, showback
 from tenantry.stacks import plan_stack
 
@@ -81,6 +82,25 @@ def test_every_served_model_is_priced_as_litellm_charges_it():
     assert prices["acme-support"].usd_per_input_token == tiny.usd_per_1k_input_tokens / 1000
     assert prices["acme-support"].cost(1000, 1000) == pytest.approx(
         tiny.usd_per_1k_input_tokens + tiny.usd_per_1k_output_tokens)
+
+
+def test_the_gate_prices_each_answers_usage_at_the_plans_prices_of_the_model_that_served_it():
+    plan = plan_stack("local")
+    prices = model_prices(plan)
+    answer = {"model": "acme-support", "usage": {"prompt_tokens": 120, "completion_tokens": 30,
+                                                 "prompt_tokens_details": {"cached_tokens": 64}}}
+    record = Record(tenant="acme", tier="guaranteed", profile="chat", target="acme-support", stage="steady", sent=0.0,
+                    streamed=False, status=200, e2e=0.0)
+    record.read_usage(answer, prices)
+    tiny = plan.engine("tiny").tokens
+    assert (record.served_by, record.prompt_tokens, record.output_tokens, record.cached_tokens) == (
+        "acme-support", 120, 30, 64)
+    assert record.cost_usd == pytest.approx((120 * tiny.usd_per_1k_input_tokens + 30 * tiny.usd_per_1k_output_tokens)
+                                            / 1000)
+    elsewhere = Record(tenant="acme", tier="guaranteed", profile="chat", target="tiny", stage="steady", sent=0.0,
+                       streamed=False, status=200, e2e=0.0)
+    elsewhere.read_usage({"model": "gpt-x", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}, prices)
+    assert elsewhere.cost_usd is None  # a model the Plan does not price is not guessed
 
 
 def test_an_adapters_records_count_on_its_engine_and_each_row_is_checked_against_the_plans_prices():
