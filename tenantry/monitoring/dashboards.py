@@ -258,7 +258,7 @@ def _tenant_traffic(b: _Board) -> None:
             "Requests LiteLLM answered for the tenant, by HTTP status (429s included).", "reqps",
             _query("sum by (status_code) (rate(litellm_proxy_total_requests_metric_total"
                    f"{SELECTED_TEAM}[$__rate_interval]))", "{{status_code}}"))
-    limited = (f'rate(litellm_proxy_failed_requests_metric_total{{team_alias="$tenant", exception_status="429"}}'
+    limited = ('rate(litellm_proxy_failed_requests_metric_total{team_alias="$tenant", exception_status="429"}'
                "[$__rate_interval])")
     b.panel("timeseries", "Admissions, 429s and refusals by reason",
             "tenantry's decisions (admitted, or shed with a 429 by reason), its refusals for a tier's caps, and "

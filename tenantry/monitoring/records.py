@@ -107,8 +107,10 @@ def _tenant_records() -> list[dict[str, Any]]:
                 f"  / sum by ({TENANT_KEYS}) (rate(tenantry_tenant_prompt_tokens_total[1h]))"),
         _gateway_ratio("tenantry:tenant_error_ratio:rate10m", f'{{status_code=~"{ERROR_STATUS}"}}', '{status_code!="429"}'),
         _gateway_ratio("tenantry:tenant_throttled_ratio:rate10m", '{status_code="429"}', ""),
+        # Each gateway replica reports the budget as of its own last request, from the spend cached with
+        # the key (LiteLLM's user_api_key_cache, 60 s): the replica that saw the most spend is the freshest.
         _record("tenantry:tenant_budget_spent:ratio",
-                f"1 - max by (tenant) ({from_team('litellm_remaining_team_budget_metric')})\n"
+                f"1 - min by (tenant) ({from_team('litellm_remaining_team_budget_metric')})\n"
                 f"  / max by (tenant) ({from_team('litellm_team_max_budget_metric')} > 0)"),
         _record("tenantry:gateway_admissions:rate5m",
                 "sum by (tenant, tier, engine, decision, reason) (rate(tenantry_gateway_admissions_total[5m]))"),

@@ -5,65 +5,21 @@ engine must page or ticket as the routing says, then resolve once it is back."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 
 import httpx
 import pytest
 
-from tenantry.local.services import SYSTEM_PROGRAMS
 from tenantry.monitoring.rules import rule_groups
+from tests.local.alerts import Notification, notifications, routed_to, wait_for
 
 STOPPED_ENGINE = "micro"
 DELIVERY_MARGIN_SECONDS = 240
 """Beyond EngineDown's `for`: scrapes failing, a rule evaluation, Alertmanager's group_wait, and a
 2-core machine busy with engines."""
 RESOLVE_WITHIN_SECONDS = 240
-AMTOOL = SYSTEM_PROGRAMS["alertmanager"][0].with_name("amtool")
-
-
-@dataclass(frozen=True)
-class Notification:
-    path: str
-    received_at: float
-    alert: dict
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return self.alert["labels"]
-
-    @property
-    def starts_at(self) -> float:
-        """When the alert began (Alertmanager's RFC 3339 with nanoseconds; Python reads microseconds)."""
-        return datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", self.alert["startsAt"])).timestamp()
-
-
-def _notifications(stack, since: float) -> list[Notification]:
-    """Every alert the receiver was posted since `since`, one per alert of each post."""
-    if not stack.layout.alerts_received.exists():
-        return []
-    found = []
-    for line in stack.layout.alerts_received.read_text().splitlines():
-        record = json.loads(line)
-        body = record["body"]
-        if record["received_at"] >= since and isinstance(body, dict):
-            found += [Notification(record["path"], record["received_at"], alert) for alert in body.get("alerts", [])]
-    return found
-
-
-def _wait_for(what: str, found: Callable[[], Notification | None], seconds: float, stack) -> Notification:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if (hit := found()) is not None:
-            return hit
-        time.sleep(2)
-    arrived = stack.layout.alerts_received.read_text() if stack.layout.alerts_received.exists() else "(nothing)"
-    pytest.fail(f"{what}: nothing within {seconds:.0f} s; the receiver has:\n{arrived[-4000:]}")
 
 
 def _seconds(duration: str) -> float:
@@ -106,15 +62,6 @@ def _engine_down_rule(plan) -> dict:
     return rules[0]
 
 
-def _routed_to(stack, labels: dict[str, str]) -> str:
-    """The receiver Alertmanager's own routing picks for these labels (amtool reads the stack's config)."""
-    routed = subprocess.run([str(AMTOOL), "config", "routes", "test",
-                             f"--config.file={stack.layout.alertmanager / 'alertmanager.yml'}",
-                             *(f"{k}={v}" for k, v in labels.items())],
-                            capture_output=True, text=True, timeout=60, check=True)
-    return routed.stdout.strip()
-
-
 @pytest.mark.slow
 def test_a_stopped_engine_reaches_the_receiver_as_engine_down_and_resolves_once_it_is_back(stack):
     rule = _engine_down_rule(stack.up.plan)
@@ -123,24 +70,24 @@ def test_a_stopped_engine_reaches_the_receiver_as_engine_down_and_resolves_once_
     def engine_down(status: str, began: Callable[[float], bool]) -> Callable[[], Notification | None]:
         # Only this stop's alert: the stack's own start may have fired (and resolved) one for the engine too.
         def find() -> Notification | None:
-            return next((n for n in _notifications(stack, stopped_at) if n.labels.get("alertname") == "EngineDown"
+            return next((n for n in notifications(stack, stopped_at) if n.labels.get("alertname") == "EngineDown"
                          and n.labels.get("engine") == STOPPED_ENGINE and n.alert["status"] == status
                          and began(n.starts_at)), None)
         return find
 
     stopped_at = time.time()
     with stack.engine_stopped(STOPPED_ENGINE):
-        firing = _wait_for(f"EngineDown for engine {STOPPED_ENGINE}",
+        firing = wait_for(f"EngineDown for engine {STOPPED_ENGINE}",
                            engine_down("firing", lambda starts_at: starts_at >= stopped_at), patience, stack)
         print(f"\nEngineDown for engine {STOPPED_ENGINE}: {firing.received_at - stopped_at:.0f} s from stop to the "
               f"receiver's {firing.path} (rule `for`: {rule.get('for', '0s')})")
     restarted_at = time.time()  # the engine is healthy again: engine_stopped waited for it
-    resolved = _wait_for(f"EngineDown for engine {STOPPED_ENGINE} resolved",
+    resolved = wait_for(f"EngineDown for engine {STOPPED_ENGINE} resolved",
                          engine_down("resolved", lambda starts_at: starts_at == firing.starts_at),
                          RESOLVE_WITHIN_SECONDS, stack)
     print(f"resolved {resolved.received_at - restarted_at:.0f} s after the engine was healthy again")
 
-    assert firing.path == resolved.path == f"/{_routed_to(stack, firing.labels)}"
+    assert firing.path == resolved.path == f"/{routed_to(stack, firing.labels)}"
     assert firing.labels["severity"] == rule["labels"]["severity"]
     assert firing.alert["annotations"]["runbook_url"] == f"{stack.up.plan.platform.runbook_base_url}/EngineDown.md"
     assert STOPPED_ENGINE in firing.alert["annotations"]["description"]

@@ -1,0 +1,78 @@
+"""A tenant pushed past 80 % of its budget on the real local stack: LiteLLM's
+budget gauges move, Prometheus's TenantBudgetSpent fires at the tenant's own
+thresholds, and Alertmanager delivers it to the receiver the tier routes to
+(initech is spot: its warning is a ticket, its info reaches nobody).
+
+initech's budget (1 USD) is thousands of requests deep at the local prices, so
+the test first spends a little, then lowers the team's max_budget through
+LiteLLM's admin API until that spend is 85 % of it (restored afterwards), and
+keeps requesting a little at a time. LiteLLM's budget gauges report the team
+spend cached with the key (user_api_key_cache, 60 s), so the warning can only
+arrive once a request is served after that cache has been refreshed: the test
+spaces its requests and waits, bounded, for the notification."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.local.alerts import Notification, notifications, routed_to, wait_for
+from tests.local.conftest import RunningStack, chat
+
+TENANT = "initech"
+SPENT_SHARE = 0.85
+"""Where the lowered budget puts the tenant: past the warning's 80 %, short of the critical 95 %."""
+WARM_UP_REQUESTS = 30
+"""Spend first, so that one more request moves the share by a few percent, not past the budget."""
+REQUEST_EVERY_SECONDS = 15
+PATIENCE_SECONDS = 420
+"""LiteLLM's key cache (60 s), the objectives' group (once a minute), the alert's `for` (1m), Alertmanager's
+group_wait, on a 2-core machine busy with engines."""
+
+
+def _team(admin) -> dict:
+    return next(t for t in admin.get("/team/list").json() if t["team_alias"] == TENANT)
+
+
+def _recorded_spend(admin, at_least: float) -> float:
+    """The team's spend once LiteLLM's batch writer has put at least `at_least` in PostgreSQL."""
+    deadline = time.monotonic() + 120
+    while (spend := _team(admin)["spend"]) < at_least and time.monotonic() < deadline:
+        time.sleep(3)
+    assert spend >= at_least, f"{TENANT}'s spend stayed at {spend} USD"
+    return spend
+
+
+@pytest.mark.slow
+def test_a_tenant_past_80_percent_of_its_budget_gets_its_warning_where_its_tier_routes_it(stack: RunningStack):
+    tenant = next(t for t in stack.up.plan.tenants if t.name == TENANT)
+    warning_share = tenant.budget_alert_at[1]
+    assert tenant.budget_alert_at[0] < warning_share < SPENT_SHARE < tenant.budget_alert_at[2]
+    started = time.time()
+    with stack.client(TENANT) as client, stack.client() as admin:
+        before = _team(admin)["spend"]
+        for _ in range(WARM_UP_REQUESTS):
+            assert chat(client, "tiny", "hello there").status_code == 200
+        team_id = _team(admin)["team_id"]
+        lowered = _recorded_spend(admin, at_least=before + 1e-12) / SPENT_SHARE
+        assert admin.post("/team/update", json={"team_id": team_id, "max_budget": lowered}).status_code == 200
+        try:
+            def budget_warning() -> Notification | None:
+                chat(client, "tiny", "hello there")  # refused once past the lowered budget: the gauges stand
+                time.sleep(REQUEST_EVERY_SECONDS - 2)
+                return next((n for n in notifications(stack, started) if n.alert["status"] == "firing"
+                             and n.labels.get("alertname") == "TenantBudgetSpent"
+                             and n.labels.get("tenant") == TENANT and n.labels.get("severity") == "warning"), None)
+
+            arrived = wait_for(f"TenantBudgetSpent warning for {TENANT}", budget_warning, PATIENCE_SECONDS, stack)
+        finally:
+            admin.post("/team/update", json={"team_id": team_id, "max_budget": tenant.budget_usd})
+    assert arrived.labels["tier"] == "spot"
+    assert arrived.labels["threshold"] == f"{warning_share:g}"
+    assert arrived.path == f"/{routed_to(stack, arrived.labels)}" == "/ticket"
+    assert arrived.alert["annotations"]["runbook_url"] == f"{stack.up.plan.platform.runbook_base_url}/TenantBudgetSpent.md"
+    assert TENANT in arrived.alert["annotations"]["summary"]
+    info = [n for n in notifications(stack, started) if n.labels.get("alertname") == "TenantBudgetSpent"
+            and n.labels.get("severity") == "info"]
+    assert info == [], "an info alert reached a receiver"
