@@ -272,13 +272,15 @@ def _gpu_alerts(plan: Plan) -> list[dict[str, Any]]:
 
 
 def _pool_alerts(plan: Plan) -> list[dict[str, Any]]:
-    """Per pool and GPU resource, what the Plan's engines request against what Ready nodes offer.
-    Absent nodes count as none, once kube-state-metrics reports any node (so never on the local stack)."""
+    """Per pool and GPU resource, what the Plan says its engines use (whole GPUs, or each MIG profile's
+    slices) against what Ready nodes offer. Absent nodes count as none, once kube-state-metrics reports
+    any node (so never on the local stack, whose engines request no GPU resource)."""
     needed: dict[tuple[str, str], int] = {}
-    for e in plan.engines:
-        if e.gpu_resource:
-            key = (e.pool, e.gpu_resource)
-            needed[key] = needed.get(key, 0) + e.replicas * e.gpu_resource_count
+    for pool in plan.pools:
+        used = {s.profile: s.used for s in pool.mig_slices}
+        for e in plan.engines:
+            if e.pool == pool.name and e.gpu_resource:
+                needed[(pool.name, e.gpu_resource)] = used[e.mig_profile] if e.mig_profile else pool.gpus_used
     rules = []
     for (pool, resource), count in sorted(needed.items()):
         metric = resource.replace(".", "_").replace("/", "_").replace("-", "_")  # kube-state-metrics' sanitising
