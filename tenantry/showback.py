@@ -77,7 +77,6 @@ class SpendGroup:
     model: str
     """The deployment that served (its model_info id: the engine's or adapter's name)."""
     requests: int
-    failed: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     spend_usd: float = 0.0
@@ -109,7 +108,6 @@ class Row:
     tier: str
     engine: str
     requests: int
-    failed: int
     prompt_tokens: int
     completion_tokens: int
     spend_usd: float
@@ -208,7 +206,7 @@ def showback(plan: Plan, period: Period, records: SpendRecords) -> Showback:
         budget = tenants[tenant].budget_usd if tenant in tenants else None
         rows.append(Row(
             tenant=tenant, tier=tenants[tenant].tier if tenant in tenants else "", engine=engine,
-            requests=group.requests, failed=group.failed, prompt_tokens=group.prompt_tokens,
+            requests=group.requests, prompt_tokens=group.prompt_tokens,
             completion_tokens=group.completion_tokens, spend_usd=group.spend_usd, plan_usd=plan_usd,
             gpu_bill_usd=bill.bill_usd * share if bill else 0.0, gpu_bill_share=share,
             budget_used=in_window.get((tenant, engine), 0.0) / budget if budget else None,
@@ -226,7 +224,7 @@ def _sum_by_engine(groups: Iterable[SpendGroup], prices: dict[str, ModelPrice]) 
         engine = prices[g.model].engine if g.model in prices else g.model
         was = summed.get((g.tenant, engine), SpendGroup(tenant=g.tenant, model=engine, requests=0))
         summed[(g.tenant, engine)] = SpendGroup(
-            tenant=g.tenant, model=engine, requests=was.requests + g.requests, failed=was.failed + g.failed,
+            tenant=g.tenant, model=engine, requests=was.requests + g.requests,
             prompt_tokens=was.prompt_tokens + g.prompt_tokens,
             completion_tokens=was.completion_tokens + g.completion_tokens, spend_usd=was.spend_usd + g.spend_usd)
     return summed
@@ -277,14 +275,14 @@ _MODEL = "COALESCE(NULLIF(s.model_id, ''), NULLIF(s.model_group, ''), s.model)"
 _TEAM = f"COALESCE(t.team_alias, '{NO_TEAM}')"
 _PERIOD_SQL = f"""
 SELECT {_TEAM}, {_MODEL},
-       COUNT(*) FILTER (WHERE s.status IS DISTINCT FROM 'failure'), COUNT(*) FILTER (WHERE s.status = 'failure'),
+       COUNT(*) FILTER (WHERE s.status IS DISTINCT FROM 'failure'),
        COALESCE(SUM(s.prompt_tokens), 0), COALESCE(SUM(s.completion_tokens), 0), COALESCE(SUM(s.spend), 0)
 FROM "LiteLLM_SpendLogs" s LEFT JOIN "LiteLLM_TeamTable" t ON t.team_id = s.team_id
 WHERE s."startTime" >= %s AND s."startTime" < %s
 GROUP BY 1, 2"""
 _TEAMS_SQL = 'SELECT team_id, team_alias, budget_duration, budget_reset_at FROM "LiteLLM_TeamTable"'
 _WINDOW_SQL = f"""
-SELECT w.alias, {_MODEL}, COUNT(*), 0, 0, 0, COALESCE(SUM(s.spend), 0)
+SELECT w.alias, {_MODEL}, COUNT(*), 0, 0, COALESCE(SUM(s.spend), 0)
 FROM unnest(%s::text[], %s::text[], %s::timestamp[]) AS w(team_id, alias, since)
 JOIN "LiteLLM_SpendLogs" s ON s.team_id = w.team_id AND s."startTime" >= w.since AND s."startTime" < %s
 GROUP BY 1, 2"""
@@ -324,8 +322,8 @@ def _window_start(ends: datetime, litellm_duration: str | None, plan_window: str
 
 
 def _group(row: tuple) -> SpendGroup:
-    tenant, model, requests, failed, prompt, completion, spend = row
-    return SpendGroup(tenant=tenant, model=model, requests=requests, failed=failed, prompt_tokens=int(prompt),
+    tenant, model, requests, prompt, completion, spend = row
+    return SpendGroup(tenant=tenant, model=model, requests=requests, prompt_tokens=int(prompt),
                       completion_tokens=int(completion), spend_usd=float(spend))
 
 

@@ -157,7 +157,7 @@ def print_table(report: Showback, console: Console | None = None) -> None:
         console.print(Text(f"⚠ {warning}", style="yellow"), soft_wrap=True)
 
 
-CSV_COLUMNS = ("tenant", "tier", "engine", "requests", "failed", "prompt_tokens", "completion_tokens", "spend_usd",
+CSV_COLUMNS = ("tenant", "tier", "engine", "requests", "prompt_tokens", "completion_tokens", "spend_usd",
                "plan_usd", "price_agrees", "gpu_bill_usd", "gpu_bill_share", "budget_used")
 
 

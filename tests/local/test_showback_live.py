@@ -13,12 +13,14 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tenantry.gate.records import WARM_UP_JSONL, read_records
-from tests.local.conftest import SPEC
+from tests.local.conftest import SPEC, chat
 
 TENANTRY = Path(sys.executable).parent / "tenantry"
 SPEND_WRITTEN_WITHIN_SECONDS = 120
@@ -75,3 +77,46 @@ def test_showback_spend_per_tenant_is_the_sum_of_the_costs_the_gate_recorded(sta
     table = _tenantry(stack, "showback", str(SPEC), "--since", f"{math.floor(time.time() - started)}s")
     print(table.stdout)
     assert table.returncode == 0 and all(tenant in table.stdout for tenant in gate_requests)
+
+
+def _spend_log_statuses(stack, tenant: str, since: datetime) -> dict[str, int]:
+    from tenantry.local.credentials import postgres_password
+
+    url = f"postgresql://litellm:{postgres_password(stack.layout)}@127.0.0.1:{stack.up.ports.postgres}/litellm"
+    with psycopg.connect(url) as connection:
+        rows = connection.execute(
+            'SELECT s.status, COUNT(*) FROM "LiteLLM_SpendLogs" s JOIN "LiteLLM_TeamTable" t ON t.team_id = s.team_id '
+            'WHERE t.team_alias = %s AND s."startTime" >= %s GROUP BY 1', (tenant, since)).fetchall()
+    return {status or "success": count for status, count in rows}
+
+
+def _failures_counted(stack, tenant: str) -> dict[str, float]:
+    query = f'sum by (exception_status) (litellm_proxy_failed_requests_metric_total{{team_alias="{tenant}"}})'
+    return {r["metric"]["exception_status"]: float(r["value"][1]) for r in stack.prometheus(query)}
+
+
+def test_refused_requests_are_counted_in_prometheus_and_leave_no_row_in_the_spend_log(stack):
+    """A refusal is counted (LiteLLM's failed-requests counter, by team and status), never written to PostgreSQL:
+    a tenant flooding refused requests must not turn them into database writes (docs/decisions.md: Refusals are
+    counted, not logged). The tenant's next served request is written, so the spend writer has run past them."""
+    since = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=1)  # LiteLLM stamps naive UTC
+    counted_before = _failures_counted(stack, "acme")
+    with stack.client("acme") as client:
+        not_allowed = chat(client, "a-model-acme-may-not-use")
+        over_tpm = chat(client, "tiny", max_tokens=stack.up.plan.tenant("acme").tpm + 1)
+        served = chat(client, "tiny")
+    assert not_allowed.status_code == 403 and "not available for this API key" in not_allowed.text, not_allowed.text
+    assert over_tpm.status_code == 429 and "Limit type: tokens" in over_tpm.text, over_tpm.text
+    assert served.status_code == 200, served.text
+    deadline = time.monotonic() + SPEND_WRITTEN_WITHIN_SECONDS
+    while (statuses := _spend_log_statuses(stack, "acme", since)).get("success", 0) < 1 \
+            and time.monotonic() < deadline:
+        time.sleep(2)
+    assert statuses.get("success", 0) >= 1, "the served request never reached the spend log"
+    assert "failure" not in statuses, statuses
+    while time.monotonic() < deadline:  # Prometheus scrapes the gateways every few seconds
+        counted = _failures_counted(stack, "acme")
+        if all(counted.get(s, 0) > counted_before.get(s, 0) for s in ("403", "429")):
+            break
+        time.sleep(2)
+    assert all(counted.get(s, 0) > counted_before.get(s, 0) for s in ("403", "429")), (counted_before, counted)
