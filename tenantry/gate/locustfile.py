@@ -23,7 +23,7 @@ import requests
 from locust import LoadTestShape, User, events, task
 
 from tenantry.gate import profiles
-from tenantry.gate.records import VERDICT_JSON, Record, write_records
+from tenantry.gate.records import VERDICT_JSON, Record, retry_after_seconds, write_records
 from tenantry.gate.scenarios import Scenario, Stage
 from tenantry.gate.scenarios import scenario as build_scenario
 from tenantry.gate.verdict import SHED_HEADER, verdict
@@ -106,6 +106,7 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
             if response.status_code != 200:
                 record.error = _error_message(response)
                 record.shed = response.headers.get(SHED_HEADER, "")
+                record.retry_after = retry_after_seconds(response.headers.get("Retry-After", ""))
             elif not body["stream"]:
                 answer = response.json()
                 first = last = time.monotonic()
@@ -223,8 +224,17 @@ class TenantUser(User):
                         body["stream"], 0, 0.0)
         RECORDS.append(send(self.connection, self.gateway, self.key, body, record))
         report_to_locust(self, record)
-        if record.status == 429 and not interval:
-            gevent.sleep(1.0)  # back to back, a refused client backs off instead of spinning
+        if record.status == 429:
+            self.back_off(record, interval)
+
+    def back_off(self, record: Record, interval: float) -> None:
+        """A refused client waits as the official OpenAI SDK does: the Retry-After the gateway sent,
+        else a second, instead of spinning (docs/decisions.md: Refused gate clients honour Retry-After)."""
+        wait = record.retry_after or 1.0
+        if interval:
+            self.next_at = max(self.next_at, elapsed() + wait)  # its arrivals resume after the wait
+        else:
+            gevent.sleep(wait)
 
 
 class CacheProbeUser(User):

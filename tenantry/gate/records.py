@@ -20,6 +20,18 @@ RUN_JSON = "run.json"
 VERDICT_JSON = "verdict.json"
 REPORT_HTML = "report.html"
 
+RETRY_AFTER_HONOURED_SECONDS = 60.0
+"""The longest Retry-After a gate client waits, as the official OpenAI SDK honours it."""
+
+
+def retry_after_seconds(header: str) -> float:
+    """A Retry-After in seconds that a client honours (0 < s <= a minute, as the OpenAI SDK); 0 otherwise."""
+    try:
+        seconds = float(header)
+    except ValueError:
+        return 0.0
+    return seconds if 0 < seconds <= RETRY_AFTER_HONOURED_SECONDS else 0.0
+
 
 @dataclass
 class Record:
@@ -56,6 +68,8 @@ class Record:
     shed: str = ""
     """On a 429 for capacity, why admission shed the request (the gateway's X-Tenantry-Shed);
     empty on a 429 for the tenant's own limits."""
+    retry_after: float = 0.0
+    """On a 429, the seconds the gateway's Retry-After asked the client to wait (0 without one)."""
     probe: str = ""
     """For the cache-isolation probes: '<pair id>:first' or '<pair id>:second'."""
 

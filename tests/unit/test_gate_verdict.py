@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tenantry.gate.profiles import request_body, traffic_classes
-from tenantry.gate.records import Record, read_records, write_records
+from tenantry.gate.records import Record, read_records, retry_after_seconds, write_records
 from tenantry.gate.scenarios import SCENARIOS, ScenarioError, scenario
 from tenantry.gate.verdict import percentile, priority_inversions, verdict
 from tenantry.stacks import plan_stack
@@ -254,3 +254,9 @@ def test_records_round_trip(tmp_path):
     write_records(tmp_path, records)
     assert read_records(tmp_path) == records
     assert (tmp_path / "requests.csv").read_text().startswith("tenant,tier,profile,target,stage,sent")
+
+
+@pytest.mark.parametrize(("header", "seconds"), [("10", 10.0), ("1.5", 1.5), ("60", 60.0), ("61", 0.0), ("0", 0.0),
+                                                  ("-3", 0.0), ("", 0.0), ("Wed, 21 Oct 2026 07:28:00 GMT", 0.0)])
+def test_a_refused_gate_client_waits_the_retry_after_the_openai_sdk_would(header, seconds):
+    assert retry_after_seconds(header) == seconds
