@@ -5,6 +5,7 @@
     gate.py        tenantry gate STACK         a load scenario, every tenant judged against its SLO
     local.py       tenantry local ACTION       the stack as processes on this machine
     showback.py    tenantry showback STACK     spend per tenant and engine, checked against the Plan's prices
+    inventory.py   tenantry inventory STACK    the Ansible inventory of the stack's GPU hosts
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tenantry.cli import gate, local, manifests, plan, showback
+from tenantry.cli import gate, inventory, local, manifests, plan, showback
 
-COMMANDS = (plan, manifests, gate, local, showback)
+COMMANDS = (plan, manifests, gate, local, showback, inventory)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -14,9 +14,7 @@ import argparse
 
 from rich.text import Text
 
-from tenantry.cli.output import EXIT_INVALID_SPEC, add_command, print_spec_error, stdout_console
-from tenantry.findings import SpecError
-from tenantry.stacks import plan_stack
+from tenantry.cli.output import add_command, fitting_plan, stdout_console
 
 EXIT_VALID, EXIT_PROBLEMS = 0, 1
 
@@ -35,17 +33,10 @@ def run(args: argparse.Namespace) -> int:
     from tenantry.manifests.offline import render, write
     from tenantry.stacks import stack_path
 
-    try:
-        stack_plan = plan_stack(args.stack)
-    except SpecError as error:
-        print_spec_error(error)
-        return EXIT_INVALID_SPEC
+    stack_plan = fitting_plan(args.stack)
+    if isinstance(stack_plan, int):
+        return stack_plan
     console = stdout_console()
-    if not stack_plan.fits:
-        from tenantry.cli.plan_report import print_verdict
-
-        print_verdict(stack_plan, console)
-        return EXIT_PROBLEMS
     rendering = render(stack_path(args.stack), stack_plan.stack)
     written = write(rendering, args.out)
     problems = check_rendering(rendering, stack_plan)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
 
 from tenantry.findings import SpecError
+
+if TYPE_CHECKING:
+    from tenantry.plan import Plan
 
 EXIT_INVALID_SPEC = 2
 """Every command that reads a spec exits 2 when it is invalid."""
@@ -47,3 +51,25 @@ def print_spec_error(error: SpecError, as_json: bool = False) -> None:
             Text("  ✗ ", style="red") + Text(where) + Text(finding.path or "(file)", style="bold")
             + Text(f": {finding.message}")
         )
+
+
+EXIT_DOES_NOT_FIT = 1
+"""Commands that need a plan that fits exit 1 when it does not."""
+
+
+def fitting_plan(stack: str) -> Plan | int:
+    """The stack's plan, for commands that render from it; or, with the reasons printed, the exit code:
+    EXIT_INVALID_SPEC for an invalid spec, EXIT_DOES_NOT_FIT for a plan that does not fit."""
+    from tenantry.stacks import plan_stack
+
+    try:
+        stack_plan = plan_stack(stack)
+    except SpecError as error:
+        print_spec_error(error)
+        return EXIT_INVALID_SPEC
+    if not stack_plan.fits:
+        from tenantry.cli.plan_report import print_verdict
+
+        print_verdict(stack_plan, stdout_console())
+        return EXIT_DOES_NOT_FIT
+    return stack_plan

@@ -12,10 +12,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from tenantry.configs.node_registration import POOL_LABEL
 from tenantry.pins import Chart
 
 PART_OF = "tenantry"
-POOL_LABEL = "tenantry.io/pool"
 TENANT_LABEL = "tenantry.io/tenant"
 TIER_LABEL = "tenantry.io/tier"
 COMPONENT_LABEL = "app.kubernetes.io/component"

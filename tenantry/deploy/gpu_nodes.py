@@ -17,14 +17,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from tenantry.deploy.common import POOL_LABEL, chart_namespace, labels, pinned_release
+from tenantry.configs.node_registration import WHOLE_GPUS, pool_node_labels
+from tenantry.deploy.common import chart_namespace, labels, pinned_release
 from tenantry.pins import chart
 from tenantry.plan.model import GpuOperatorPlan, PoolPlan
 
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_PARTED_CONFIGMAP = "tenantry-mig-parted"
-WHOLE_GPUS = "all-disabled"
-"""mig-parted's configuration for nodes whose GPUs stay whole."""
 FIELD_MANAGER = "tenantry-gpu-nodes"
 """The server-side apply field manager of every NodePatch: named, so `kubectl get node
 --show-managed-fields` says who owns the labels, and a stack rebuilt from scratch owns them again."""
@@ -94,9 +92,7 @@ class GpuNodes(pulumi.ComponentResource):
         carved = tuple(p for p in gpu_pools if p.mig_layout)
 
         for pool in args.pools:
-            node_labels = {POOL_LABEL: pool.name}
-            if pool.gpu != "CPU":
-                node_labels[MIG_CONFIG_LABEL] = pool.mig_config or WHOLE_GPUS
+            node_labels = pool_node_labels(pool)
             for node in pool.node_names or ():
                 k8s.core.v1.NodePatch(f"{name}-{node}", metadata=node_patch_metadata(node, node_labels), opts=child)
 

@@ -19,7 +19,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from tenantry.deploy.common import POOL_LABEL, chart_namespace, labels, pinned_release
-from tenantry.deploy.gpu_nodes import MIG_CONFIG_LABEL, deep_merge
+from tenantry.configs.node_registration import MIG_CONFIG_LABEL
+from tenantry.deploy.gpu_nodes import deep_merge
 from tenantry.monitoring.alertmanager import PAGE, TICKET, Webhook
 from tenantry.pins import chart
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tenantry.deploy.gpu_nodes import CRITICAL_PODS_QUOTA, FIELD_MANAGER, MIG_CONFIG_LABEL, WHOLE_GPUS
+from tenantry.configs.node_registration import MIG_CONFIG_LABEL, WHOLE_GPUS
+from tenantry.deploy.gpu_nodes import CRITICAL_PODS_QUOTA, FIELD_MANAGER
 from tenantry.manifests.offline import render
 from tenantry.stacks import plan_stack, stack_path
 

@@ -13,7 +13,8 @@ import yaml
 
 from tenantry.manifests.checks import check_rendering, policy_violations
 from tenantry.deploy.common import COMPONENT_LABEL
-from tenantry.deploy.gpu_nodes import MIG_CONFIG_LABEL, MIG_PARTED_CONFIGMAP
+from tenantry.configs.node_registration import MIG_CONFIG_LABEL
+from tenantry.deploy.gpu_nodes import MIG_PARTED_CONFIGMAP
 from tenantry.deploy.model_cache import CACHE_COMPONENT
 from tenantry.manifests.offline import Secret, render, write
 from tenantry.configs.litellm import POLICY_CALLBACK

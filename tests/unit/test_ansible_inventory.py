@@ -1,0 +1,67 @@
+"""`tenantry inventory`: the Ansible inventory of a stack's GPU hosts, from its Plan."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tenantry.cli import main
+from tenantry.configs.ansible_inventory import ALL_POOLS_GROUP, gpu_pools, group_name, inventory
+from tenantry.configs.node_registration import pool_node_labels, pool_taint
+from tenantry.plan import plan
+from tenantry.spec import load_spec_text
+from tenantry.stacks import STACKS_DIR, plan_stack
+from tests.unit.specs import base_spec, to_yaml
+
+SHIPPED = sorted(p.stem for p in STACKS_DIR.glob("*.yaml") if not p.name.startswith("Pulumi."))
+
+
+def written(stack_plan) -> dict[str, dict]:
+    return {f.path: yaml.safe_load(f.text) for f in inventory(stack_plan)}
+
+
+def test_the_test_spec_inventory_is_worked_by_hand():
+    files = written(plan(load_spec_text(to_yaml(base_spec())), "test"))
+    assert files["hosts.yml"] == {"all": {"children": {ALL_POOLS_GROUP: {"children": {
+        "pool_whole": {"hosts": {"gpu-whole-0": None}}, "pool_sliced": {"hosts": {}}}}}}}
+    assert files["group_vars/pool_whole.yml"] == {
+        "gpu_node_pool": "whole", "gpu_node_gpu": "H100-80GB-SXM", "gpu_node_gpu_mig_capable": True,
+        "gpu_node_mig_config": "", "gpu_node_labels": {"tenantry.io/pool": "whole", "nvidia.com/mig.config": "all-disabled"},
+        "gpu_node_taint": "tenantry.io/pool=whole:NoSchedule"}
+    sliced = files["group_vars/pool_sliced.yml"]
+    assert sliced["gpu_node_gpu_mig_capable"] and sliced["gpu_node_mig_config"]
+    assert sliced["gpu_node_labels"]["nvidia.com/mig.config"] == sliced["gpu_node_mig_config"]
+
+
+@pytest.mark.parametrize("stack", SHIPPED)
+def test_every_shipped_stacks_gpu_pools_are_groups_with_the_labels_and_taint_pulumi_uses(stack):
+    stack_plan = plan_stack(stack)
+    files = written(stack_plan)
+    groups = files["hosts.yml"]["all"]["children"][ALL_POOLS_GROUP]["children"] if gpu_pools(stack_plan) else {}
+    assert set(groups) == {group_name(p) for p in gpu_pools(stack_plan)}
+    for pool in gpu_pools(stack_plan):
+        variables = files[f"group_vars/{group_name(pool)}.yml"]
+        assert variables["gpu_node_labels"] == pool_node_labels(pool)  # what deploy/gpu_nodes.py patches
+        assert variables["gpu_node_taint"] == pool_taint(pool) == f"tenantry.io/pool={pool.name}:NoSchedule"
+        assert set(groups[group_name(pool)]["hosts"]) == set(pool.node_names or ())
+
+
+def test_a_pool_name_with_dashes_becomes_a_valid_group_name():
+    spec = base_spec()
+    spec["cluster"]["node_pools"][0]["name"] = "h100-whole-a"
+    for engine in spec["engines"]:
+        if engine["placement"]["pool"] == "whole":
+            engine["placement"]["pool"] = "h100-whole-a"
+    files = written(plan(load_spec_text(to_yaml(spec)), "test"))
+    assert files["group_vars/pool_h100_whole_a.yml"]["gpu_node_pool"] == "h100-whole-a"
+
+
+def test_the_command_writes_the_files_and_refuses_a_stack_without_gpus(tmp_path, capsys):
+    assert main(["inventory", "h100-mig-mixed", "--out", str(tmp_path)]) == 0
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.yml")) == [
+        "group_vars/pool_h100_mig.yml", "group_vars/pool_h100_whole.yml", "hosts.yml"]
+    assert main(["inventory", "local", "--out", str(tmp_path / "local")]) == 1
+    assert "has no GPU pool" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster: {}\n")
+    assert main(["inventory", str(bad), "--out", str(tmp_path / "bad")]) == 2
