@@ -2,7 +2,7 @@
 
 Writes DIR/hosts.yml (one group per node pool under gpu_pools, which
 ansible/site.yml runs against) and DIR/group_vars/<group>.yml (the pool, its
-GPU, and its MIG configuration), then:
+GPU, its MIG configuration, and the node labels and taint), then:
 
     ansible-playbook -i DIR ansible/site.yml
 
