@@ -8,12 +8,16 @@ BIN := $(VENV)/bin
 # checkov and vLLM each bring many dependencies of their own: separate environments.
 TOOLS := .venv-tools
 VLLM := .venv-vllm
-DEBIAN_PACKAGES := postgresql redis-server prometheus prometheus-alertmanager nodejs:node npm:npm chromium
+# Ansible and ansible-lint pin their own Jinja2, PyYAML and cryptography: a third environment.
+ANSIBLE := .venv-ansible
+# mmdebstrap, podman and runc build and boot the throwaway node tests/ansible/ hardens.
+DEBIAN_PACKAGES := postgresql redis-server prometheus prometheus-alertmanager nodejs:node npm:npm chromium \
+  mmdebstrap podman runc
 PYTEST_ARGS ?=
 
 .PHONY: local test bench docs venv system freeze-vllm clean
 
-venv: system $(VENV)/.installed $(TOOLS)/.installed $(VLLM)/.installed
+venv: system $(VENV)/.installed $(TOOLS)/.installed $(VLLM)/.installed $(ANSIBLE)/.installed
 
 system:
 	@scripts/ensure-debian-packages.sh $(DEBIAN_PACKAGES)
@@ -32,6 +36,12 @@ $(TOOLS)/.installed: requirements-tools.lock
 	test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
 	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check pip==25.3
 	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-tools.lock
+	touch $@
+
+$(ANSIBLE)/.installed: requirements-ansible.lock
+	test -x $(ANSIBLE)/bin/python || $(PYTHON) -m venv $(ANSIBLE)
+	$(ANSIBLE)/bin/python -m pip install --quiet --disable-pip-version-check pip==25.3
+	$(ANSIBLE)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-ansible.lock
 	touch $@
 
 # torch comes from PyTorch's CPU wheels (pip finds them through its configured
@@ -66,4 +76,4 @@ freeze-vllm:
 	mv requirements-vllm.lock.new requirements-vllm.lock
 
 clean:
-	rm -rf $(VENV) $(TOOLS) $(VLLM) .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(TOOLS) $(VLLM) $(ANSIBLE) .pytest_cache .hypothesis *.egg-info

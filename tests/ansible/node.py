@@ -1,0 +1,279 @@
+"""Throwaway GPU hosts for ansible/: a Debian or Ubuntu root file system built once with mmdebstrap and cached
+under .local/ansible/, unpacked per run, hardened by site.yml through the chroot connection, and booted by podman
+with systemd where a service must run. Nothing here touches the machine that runs the tests: a chroot gets no live
+sysctl, service or firewall change (the `*_live` switches of TARGET_VARS), and the container runs in a network
+namespace of its own with no network."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE_DIR = ROOT / "ansible"
+ANSIBLE_BIN = ROOT / ".venv-ansible" / "bin"
+TENANTRY = ROOT / ".venv" / "bin" / "tenantry"
+CACHE = ROOT / ".local" / "ansible"
+WAIVERS = ANSIBLE_DIR / "waivers.yml"
+CONTROL_ID = re.compile(r"\[([a-z]+-\d{2})\]$")
+
+STACK = "h100-mig-mixed"
+"""The stack whose inventory the test host joins: a MIG pool, so the MIG check (gpu-01) has work to do."""
+POOL_GROUP = "pool_h100_mig"
+ADMIN, ADMIN_GROUP = "ops", "ssh-users"
+"""The admin account a site adds before hardening (ssh_hardening refuses to lock everyone out)."""
+SITE_VARS = {"gpu_node_iommu": True, "gpu_node_hugepages_1g": 2}
+"""Choices a site makes beyond the defaults, so that the options they switch on are proven too (gpu-07)."""
+
+TARGET_VARS: dict[str, dict[str, bool]] = {
+    # No init system and the test machine's kernel and network: nothing may run, load or apply.
+    "chroot": {"os_hardening_services_live": False, "os_hardening_sysctl_apply_live": False,
+               "ssh_hardening_service_live": False, "firewall_service_live": False,
+               "gpu_node_services_live": False, "gpu_node_kernel_live": False},
+    # systemd runs and the network namespace is the container's own; kernel and clock stay the test machine's.
+    "container": {"os_hardening_services_live": False, "os_hardening_sysctl_apply_live": False,
+                  "ssh_hardening_service_live": True, "firewall_service_live": True,
+                  "gpu_node_services_live": True, "gpu_node_kernel_live": False},
+}
+TARGETS = tuple(TARGET_VARS)
+
+NODE_PACKAGES = ("apt", "python3", "openssh-server", "procps", "iproute2", "systemd", "systemd-sysv", "sudo")
+"""What a freshly installed server has that minbase lacks: apt (Ubuntu's minbase has none), Ansible's Python, SSH,
+and systemd to boot."""
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """An archive keyring this machine's apt does not carry, as a package fetched from its archive: pinned by
+    digest (trust on first use, then never again), the key file extracted from it."""
+    url: str
+    sha256: str
+    path: str  # inside the package
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    suite: str
+    mirror: str
+    components: str = "main"
+    keyring: Keyring | None = None  # None: mmdebstrap's default, this machine's Debian archive keyring
+
+
+DEBIAN_12 = Distribution("debian-12", "bookworm", "http://deb.debian.org/debian")
+UBUNTU_24 = Distribution(
+    "ubuntu-24.04", "noble", "http://archive.ubuntu.com/ubuntu", "main,universe",
+    Keyring("http://archive.ubuntu.com/ubuntu/pool/main/u/ubuntu-keyring/ubuntu-keyring_2023.11.28.1_all.deb",
+            "36de43b15853ccae0028e9a767613770c704833f82586f28eb262f0311adb8a8",
+            "usr/share/keyrings/ubuntu-archive-keyring.gpg"))
+
+
+@dataclass(frozen=True)
+class NodeKind:
+    distribution: Distribution
+    target: str
+    boots: str | None = None  # a container boots the tree of this chroot node once it is hardened
+    skip_roles: tuple[str, ...] = ()
+    second_run: bool = True
+
+    @property
+    def playbook_args(self) -> tuple[str, ...]:
+        return ("--skip-tags", ",".join(self.skip_roles)) if self.skip_roles else ()
+
+
+DEBIAN_CHROOT, DEBIAN_CONTAINER, UBUNTU_CHROOT = "debian-12-chroot", "debian-12-container", "ubuntu-24.04-chroot"
+NODES: dict[str, NodeKind] = {
+    DEBIAN_CHROOT: NodeKind(DEBIAN_12, "chroot"),
+    # The hardened tree booted: every file is already in place, so the pass there starts services and changes
+    # nothing else (a test says so, in place of a second run). os_hardening's services (auditd, chrony) cannot run
+    # in a container (waivers.yml), so its role is left out of this pass.
+    DEBIAN_CONTAINER: NodeKind(DEBIAN_12, "container", boots=DEBIAN_CHROOT, skip_roles=("os_hardening",),
+                               second_run=False),
+    # Converged and checked fact by fact; the second run is Debian's alone (the same tasks, CI's time kept for them).
+    UBUNTU_CHROOT: NodeKind(UBUNTU_24, "chroot", second_run=False),
+}
+
+
+def node_image(distribution: Distribution) -> Path:
+    """The distribution's root file system as a tarball, built once (about a minute) and reused: its name carries a
+    digest of everything it is built from, so a change to the package list builds a new one."""
+    recipe = json.dumps([distribution.suite, distribution.mirror, distribution.components,
+                         distribution.keyring and distribution.keyring.sha256, NODE_PACKAGES])
+    image = CACHE / "images" / f"{distribution.name}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}.tar"
+    if image.exists():
+        return image
+    image.parent.mkdir(parents=True, exist_ok=True)
+    partial = image.with_suffix(".partial.tar")
+    keyring = [f"--keyring={archive_keyring(distribution.keyring)}"] if distribution.keyring else []
+    subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={','.join(NODE_PACKAGES)}",
+                    f"--components={distribution.components}", *keyring, distribution.suite, str(partial),
+                    distribution.mirror], check=True)
+    partial.rename(image)
+    return image
+
+
+def archive_keyring(keyring: Keyring) -> Path:
+    """The key file, from the package fetched once and checked against its pinned digest."""
+    directory = CACHE / "keyrings" / keyring.sha256[:12]
+    key = directory / keyring.path
+    if key.exists():
+        return key
+    directory.mkdir(parents=True, exist_ok=True)
+    package = directory / "keyring.deb"
+    with urllib.request.urlopen(keyring.url, timeout=60) as answer:
+        package.write_bytes(answer.read())
+    digest = hashlib.sha256(package.read_bytes()).hexdigest()
+    if digest != keyring.sha256:
+        package.unlink()
+        raise RuntimeError(f"{keyring.url}: sha256 {digest}, pinned {keyring.sha256}")
+    subprocess.run(["dpkg-deb", "--extract", str(package), str(directory)], check=True)
+    return key
+
+
+def unpack(image: Path, rootfs: Path) -> Path:
+    """A fresh node from the image: what a site has before hardening (DNS, the admin account in the SSH group),
+    and services kept from starting inside the chroot while packages install."""
+    if rootfs.exists():
+        shutil.rmtree(rootfs)
+    rootfs.mkdir(parents=True)
+    subprocess.run(["tar", "-C", str(rootfs), "-xf", str(image)], check=True)
+    shutil.copyfile("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
+    policy = rootfs / "usr" / "sbin" / "policy-rc.d"
+    policy.write_text("#!/bin/sh\n# No service starts in the chroot (invoke-rc.d's policy, exit 101).\nexit 101\n")
+    policy.chmod(0o755)
+    for command in (["groupadd", "--system", ADMIN_GROUP], ["useradd", "--create-home", "--groups", ADMIN_GROUP,
+                                                           "--shell", "/bin/bash", ADMIN]):
+        subprocess.run(["chroot", str(rootfs), *command], check=True)
+    return rootfs
+
+
+def inventory(out: Path, host: str, target: str, address: str, connection: str) -> Path:
+    """The stack's inventory as `tenantry inventory` writes it, with its first MIG pool's host replaced by the
+    throwaway node and the target's switches."""
+    subprocess.run([str(TENANTRY), "inventory", STACK, "--out", str(out)], check=True, capture_output=True)
+    hosts = yaml.safe_load((out / "hosts.yml").read_text())
+    pool = hosts["all"]["children"]["gpu_pools"]["children"][POOL_GROUP]
+    pool["hosts"] = {host: {"ansible_host": address, "ansible_connection": connection, **SITE_VARS,
+                            **TARGET_VARS[target]}}
+    hosts["all"]["children"]["gpu_pools"]["children"] = {POOL_GROUP: pool}
+    (out / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
+    return out
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    name: str
+    status: str  # ok, changed, skipped, failed
+    message: str
+
+    @property
+    def control(self) -> str | None:
+        found = CONTROL_ID.search(self.name)
+        return found.group(1) if found else None
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    tasks: tuple[TaskResult, ...]
+    stats: dict[str, int]
+    stderr: str
+
+    def failures(self) -> list[str]:
+        return [f"{t.name}: {t.message}" for t in self.tasks if t.status == "failed"]
+
+
+def playbook(inventory_dir: Path, *args: str, extra_vars: dict | None = None) -> Run:
+    """site.yml (or what args name) through ansible-playbook with the JSON callback: each task's outcome on the
+    one host and the recap's counts."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_PIPELINING": "1", "CONTAINERS_CONF": str(containers_conf())}
+    extra = ["--extra-vars", json.dumps(extra_vars)] if extra_vars else []
+    done = subprocess.run([str(ANSIBLE_BIN / "ansible-playbook"), "-i", str(inventory_dir), *extra, *args,
+                           str(ANSIBLE_DIR / "site.yml")], cwd=ANSIBLE_DIR, env=env, capture_output=True, text=True)
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return Run(done.returncode, (), {}, done.stderr + done.stdout)
+    tasks = tuple(_task_result(task) for play in report["plays"] for task in play["tasks"])
+    stats = next(iter(report["stats"].values()), {})
+    return Run(done.returncode, tasks, stats, done.stderr)
+
+
+def _task_result(task: dict) -> TaskResult:
+    result = next(iter(task["hosts"].values()), {})
+    status = ("failed" if result.get("failed") else "skipped" if result.get("skipped")
+              else "changed" if result.get("changed") else "ok")
+    return TaskResult(task["task"]["name"], status, str(result.get("msg", "")))
+
+
+def containers_conf() -> Path:
+    """podman's settings for the throwaway node: runc (Debian's podman finds no crun here), cgroupfs (the test
+    machine need not run systemd), file events, and ulimits systemd can start under."""
+    conf = CACHE / "containers.conf"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text('[containers]\ndefault_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]\n'
+                    '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n')
+    return conf
+
+
+def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", *args], env={**os.environ, "CONTAINERS_CONF": str(containers_conf())},
+                          capture_output=True, text=True, check=check)
+
+
+def boot(rootfs: Path, name: str) -> str:
+    """The node booted with systemd as PID 1: its own network namespace with no network (--network none) and
+    NET_ADMIN only there, so the firewall loads into the container and never into the test machine."""
+    (rootfs / "usr" / "sbin" / "policy-rc.d").unlink(missing_ok=True)
+    podman("rm", "--force", name, check=False)
+    podman("run", "--detach", "--name", name, "--network", "none", "--cap-add", "NET_ADMIN", "--systemd", "always",
+           "--rootfs", str(rootfs), "/lib/systemd/systemd")
+    return name
+
+
+def wait_for_boot(name: str, attempts: int = 60) -> str:
+    """systemd's state once start-up has finished (running or degraded); bounded to attempts x 1 s."""
+    state = ""
+    for _ in range(attempts):
+        state = podman("exec", name, "systemctl", "is-system-running", check=False).stdout.strip()
+        if state not in ("", "initializing", "starting"):
+            return state
+        subprocess.run(["sleep", "1"], check=True)
+    return state
+
+
+def waivers() -> dict[str, dict[str, dict]]:
+    """ansible/waivers.yml: target kind -> control -> {why, facts (absent: every fact)}."""
+    return yaml.safe_load(WAIVERS.read_text())
+
+
+def waiver(target: str, control: str, fact: str | None = None) -> str | None:
+    """Why the control (or one of its facts) is not shown on the target, or None when it must be."""
+    entry = waivers().get(target, {}).get(control)
+    if entry is None or (fact is not None and "facts" in entry and fact not in entry["facts"]):
+        return None
+    return " ".join(entry["why"].split())
+
+
+def control_tasks(skip_roles: tuple[str, ...] = ()) -> dict[str, str]:
+    """Every control of ansible/ (outside the roles skipped) and the task name that carries its ID."""
+    found: dict[str, str] = {}
+    for path in sorted(ANSIBLE_DIR.glob("roles/*/tasks/*.yml")):
+        if path.parts[-3] in skip_roles:
+            continue
+        for task in yaml.safe_load(path.read_text()) or []:
+            name = task.get("name", "")
+            if match := CONTROL_ID.search(name):
+                assert match.group(1) not in found, f"{match.group(1)} names two tasks: {found[match.group(1)]!r}, {name!r}"
+                found[match.group(1)] = name
+    return found

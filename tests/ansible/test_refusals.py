@@ -1,0 +1,39 @@
+"""What the roles refuse before they change anything, on the hardened chroot node: a MIG pool on a GPU without MIG
+(gpu-01) and a variable of the wrong type (the argument specs, checked before the role's first task)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ansible import node
+
+
+@pytest.mark.control("gpu-01")
+def test_gpu_01_a_mig_pool_on_a_gpu_without_mig_is_refused(chroot_node):
+    # An inventory edited by hand: the Plan itself never puts a MIG layout on a GPU without MIG.
+    run = node.playbook(chroot_node.inventory, "--tags", "gpu_node_mig_check_enabled",
+                        extra_vars={"gpu_node_gpu": "L4", "gpu_node_gpu_mig_capable": False})
+    failed = [t for t in run.tasks if t.status == "failed"]
+    assert run.returncode != 0 and [t.control for t in failed] == ["gpu-01"], run.stderr[-2000:]
+    assert "pool h100-mig asks for MIG configuration 'tenantry-1x3g.40gb-2x2g.20gb'" in failed[0].message
+    assert "its GPU, L4, has no MIG" in failed[0].message
+    assert run.stats.get("changed") == 0, run.stats
+
+
+@pytest.mark.control("gpu-01")
+def test_gpu_01_a_whole_gpu_pool_on_a_gpu_without_mig_passes(chroot_node):
+    run = node.playbook(chroot_node.inventory, "--tags", "gpu_node_mig_check_enabled",
+                        extra_vars={"gpu_node_gpu": "L4", "gpu_node_gpu_mig_capable": False, "gpu_node_mig_config": ""})
+    assert run.returncode == 0, run.failures()
+    assert [t.status for t in run.tasks if t.control == "gpu-01"] == ["ok"]
+
+
+@pytest.mark.control("os-09")
+def test_os_09_a_variable_of_the_wrong_type_stops_the_play_before_any_task(chroot_node):
+    run = node.playbook(chroot_node.inventory, extra_vars={"os_hardening_password_min_length": "fourteen"})
+    failed = [t for t in run.tasks if t.status == "failed"]
+    assert run.returncode != 0 and len(failed) == 1, run.stderr[-2000:]
+    assert "os_hardening_password_min_length" in failed[0].message and "int" in failed[0].message, failed[0].message
+    before = [t.name for t in run.tasks[: run.tasks.index(failed[0])]]
+    assert before == ["Gathering Facts"], before
+    assert run.stats.get("changed") == 0, run.stats
