@@ -88,17 +88,19 @@ def _container_node(key: str, hardened_tree: HardenedNode) -> HardenedNode:
     return _harden(key, "container", key, "containers.podman.podman", rootfs, testinfra.get_host(f"podman://{key}"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def hardened_nodes():
     """Nodes by key, built on first use: every chroot node at once, two at a time (most of a converge is waiting on
     apt and on process start-up, so two overlap well on two cores), each container once its tree is hardened.
-    The containers are removed at the end of the session."""
+    Once tests/ansible/ is done, before the rest of the suite runs, the containers are removed and the
+    trees deleted (a gigabyte each; the images stay cached)."""
     builds: dict[str, Future] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
         yield builds, pool
-        for key, build in builds.items():
+        for key in builds:
             if node.NODES[key].target == "container":
                 node.podman("rm", "--force", key, check=False)
+            shutil.rmtree(node.CACHE / "nodes" / key, ignore_errors=True)  # a gigabyte each; the images stay
 
 
 def hardened(request, key: str) -> HardenedNode:
