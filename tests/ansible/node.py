@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,10 +114,20 @@ def node_image(distribution: Distribution) -> Path:
         return image
     image.parent.mkdir(parents=True, exist_ok=True)
     partial = image.with_suffix(".partial.tar")
-    keyring = [f"--keyring={archive_keyring(distribution.keyring)}"] if distribution.keyring else []
-    subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={','.join(NODE_PACKAGES)}",
-                    f"--components={distribution.components}", *keyring, distribution.suite, str(partial),
-                    distribution.mirror], check=True)
+    partial.unlink(missing_ok=True)  # what a failed build left
+    with tempfile.TemporaryDirectory() as readable:
+        keyring = []
+        if distribution.keyring:
+            # apt verifies as the _apt user, which cannot reach into a clone under a 0700 folder (root's home,
+            # mktemp -d): the key goes where it can read it, for the build's duration.
+            os.chmod(readable, 0o755)
+            key = Path(readable) / "archive-keyring.gpg"
+            shutil.copyfile(archive_keyring(distribution.keyring), key)
+            key.chmod(0o644)
+            keyring = [f"--keyring={key}"]
+        subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", f"--include={','.join(NODE_PACKAGES)}",
+                        f"--components={distribution.components}", *keyring, distribution.suite, str(partial),
+                        distribution.mirror], check=True)
     partial.rename(image)
     return image
 
