@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,7 +260,7 @@ def wait_for_boot(name: str, attempts: int = 60) -> str:
         state = podman("exec", name, "systemctl", "is-system-running", check=False).stdout.strip()
         if state not in ("", "initializing", "starting"):
             return state
-        subprocess.run(["sleep", "1"], check=True)
+        time.sleep(1)
     return state
 
 
