@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tenantry.configs.teams import TENANT_ROUTES
 from tenantry.plan.model import EnginePlan, Plan
 
 POLICY_CALLBACK = "tenant_policy.proxy_handler_instance"
@@ -13,6 +14,7 @@ PLUGIN_FILES = (
     "tenant_policy.py",
     "tenant_policy_settings.py",
     "tenant_policy_engine_metrics.py",
+    "tenant_policy_front_door.py",
     "tenant_policy_ledger.py",
     "tenant_policy_decision.py",
     "tenant_policy_outcomes.py",
@@ -20,6 +22,20 @@ PLUGIN_FILES = (
 """The plugin's files in tenantry/gateway/, shipped side by side next to the
 config: LiteLLM loads the first (POLICY_CALLBACK), which imports the others
 (docs/decisions.md: The plugin's modules load as neighbours)."""
+
+GATEWAY_ENVIRONMENT = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no cost-map download at boot
+    # No admin UI: /ui and /sso/key/generate would serve its login page to anyone
+    # (docs/decisions.md: A tenant's key calls the inference API and nothing else).
+    "DISABLE_ADMIN_UI": "True",
+    # A crash in native code leaves every thread's Python stack in the log.
+    "PYTHONFAULTHANDLER": "1",
+}
+"""What every gateway process runs with, on Kubernetes and on the local stack, besides its secrets."""
+
+OPEN_ROUTES = ("/health/liveliness", "/health/readiness")
+"""What anyone reaches without a key: the probes of the kubelet and of the local stack (LiteLLM's
+liveness answers "I'm alive!", its readiness the status of the process and its database)."""
 
 
 def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[str, Any]:
@@ -63,6 +79,8 @@ def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[st
             # litellm_batch_write_to_db_*): the alerts on failing spend writes read them.
             "service_callback": ["prometheus_system"],
             "request_timeout": 600,
+            # LiteLLM reads its loop guard from this module attribute, which litellm_settings sets.
+            "REPEATED_STREAMING_CHUNK_LIMIT": plan.gateway.repeated_chunk_limit,
         },
         "general_settings": {
             "master_key": "os.environ/LITELLM_MASTER_KEY",
@@ -119,5 +137,10 @@ def tenant_policy_settings(
             "metrics_max_age_seconds": plan.gateway.metrics_max_age_seconds,
             "wait_at_concurrency_limit_seconds": plan.gateway.wait_at_concurrency_limit_seconds,
             "spot_pause_after_others_seconds": plan.gateway.spot_pause_after_others_seconds,
+        },
+        "front_door": {
+            "tenant_routes": list(TENANT_ROUTES),
+            "open_routes": list(OPEN_ROUTES),
+            "max_request_bytes": plan.gateway.max_request_bytes,
         },
     }

@@ -7,6 +7,20 @@ from typing import Any
 from tenantry.gateway.reconciler import MANAGED_BY
 from tenantry.plan.model import Plan
 
+TENANT_ROUTES = (
+    "/chat/completions", "/v1/chat/completions",
+    "/completions", "/v1/completions",
+    "/models", "/v1/models",
+)
+"""The only gateway routes a tenant's key may call (LiteLLM's key-level
+`allowed_routes`; a route and the paths below it, e.g. /v1/models/{model}).
+Every other authenticated route answers 403 to a tenant key, among them the
+ones LiteLLM opens to every key: /model/info and /health (every deployment,
+other tenants' adapters and the engines' addresses; /health also makes the
+gateway call every engine), /key/info (another key's alias, spend and limits
+to anyone who holds it) and /team/info (docs/decisions.md: A tenant's key
+calls the inference API and nothing else)."""
+
 
 def desired_teams(plan: Plan) -> list[dict[str, Any]]:
     """One team per tenant with its model allow-list, limits and budget, and
@@ -27,7 +41,7 @@ def desired_teams(plan: Plan) -> list[dict[str, Any]]:
             "max_budget": t.budget_usd,
             "budget_duration": t.budget_window,
             "metadata": {"managed_by": MANAGED_BY, "tier": t.tier, "stack": plan.stack},
-            "key": {"max_parallel_requests": None},
+            "key": {"max_parallel_requests": None, "allowed_routes": list(TENANT_ROUTES)},
         }
         for t in plan.tenants
     ]

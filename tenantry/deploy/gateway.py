@@ -29,7 +29,7 @@ from tenantry.deploy.common import (
     spread_across_nodes,
 )
 from tenantry.plan.model import EnginePlan, Plan
-from tenantry.configs.litellm import PLUGIN_FILES, litellm_config, tenant_policy_settings
+from tenantry.configs.litellm import GATEWAY_ENVIRONMENT, PLUGIN_FILES, litellm_config, tenant_policy_settings
 from tenantry.configs.teams import desired_teams
 
 GATEWAY_DIR = Path(__file__).resolve().parent.parent / "gateway"
@@ -216,7 +216,7 @@ def _deployment_spec(args: GatewayArgs, pod_labels: dict[str, str], config_diges
 
 def _litellm_container(args: GatewayArgs) -> dict[str, Any]:
     env = [
-        {"name": "LITELLM_LOCAL_MODEL_COST_MAP", "value": "True"},  # no cost-map download at boot
+        *({"name": name, "value": value} for name, value in GATEWAY_ENVIRONMENT.items()),
         {"name": "TENANTRY_POLICY_FILE", "value": f"{CONFIG_DIR}/tenant-policy.json"},
         {"name": "REDIS_HOST", "value": args.redis_host},
         {"name": "REDIS_PORT", "value": str(args.redis_port)},

@@ -30,8 +30,8 @@ from typing import Any
 MANAGED_BY = "tenantry"
 """Teams carrying metadata.managed_by = tenantry are the reconciler's; it leaves others alone."""
 TEAM_FIELDS = ("models", "tpm_limit", "rpm_limit", "max_budget", "budget_duration", "metadata")
-KEY_FIELDS = ("max_parallel_requests",)
-"""LiteLLM keeps concurrency on keys, not teams: each tenant has one key."""
+KEY_FIELDS = ("max_parallel_requests", "allowed_routes")
+"""LiteLLM keeps concurrency and the routes a key may call on keys, not teams: each tenant has one key."""
 
 
 @dataclass(frozen=True)

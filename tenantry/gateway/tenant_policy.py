@@ -62,6 +62,7 @@ from redis.exceptions import RedisError  # noqa: E402
 
 import tenant_policy_decision  # noqa: E402
 import tenant_policy_engine_metrics  # noqa: E402
+import tenant_policy_front_door  # noqa: E402
 import tenant_policy_ledger  # noqa: E402
 import tenant_policy_outcomes  # noqa: E402
 import tenant_policy_settings  # noqa: E402
@@ -71,8 +72,8 @@ from tenant_policy_ledger import Ledger, others_recent_key, reserved_set, shared
 from tenant_policy_outcomes import Outcomes, registered  # noqa: E402
 from tenant_policy_settings import EngineSettings, PolicySettings, TenantSettings, load_settings  # noqa: E402
 
-for _neighbour in (tenant_policy_decision, tenant_policy_engine_metrics, tenant_policy_ledger, tenant_policy_outcomes,
-                   tenant_policy_settings):
+for _neighbour in (tenant_policy_decision, tenant_policy_engine_metrics, tenant_policy_front_door, tenant_policy_ledger,
+                   tenant_policy_outcomes, tenant_policy_settings):
     if os.path.dirname(os.path.abspath(_neighbour.__file__)) != _FOLDER:  # an older copy found first: refuse to mix
         raise ImportError(f"{_neighbour.__name__} was imported from {_neighbour.__file__}, not from {_FOLDER}")
 
@@ -392,5 +393,6 @@ def __getattr__(name: str) -> Any:
     if name == "proxy_handler_instance":
         if _instance is None:
             _instance = TenantPolicy()
+            tenant_policy_front_door.install(_instance.settings.front_door)
         return _instance
     raise AttributeError(name)

@@ -73,12 +73,22 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FrontDoorSettings:
+    tenant_routes: tuple[str, ...]
+    """The paths, and the paths below them, a caller without the master key reaches."""
+    open_routes: tuple[str, ...]
+    """Paths anyone reaches, exactly (the health probes)."""
+    max_request_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class PolicySettings:
     metrics: MetricsSettings
     tenants: dict[str, TenantSettings]
     """By the team alias the reconciler gives the tenant's keys."""
     engines: dict[str, EngineSettings]
     admission: AdmissionSettings
+    front_door: FrontDoorSettings
 
 
 def load_settings(path: str | None = None) -> PolicySettings:

@@ -8,6 +8,7 @@ import json
 import secrets
 from typing import TYPE_CHECKING
 
+from tenantry.configs.litellm import GATEWAY_ENVIRONMENT
 from tenantry.local.layout import HOST, Layout, Ports
 from tenantry.plan.model import Plan
 
@@ -56,7 +57,7 @@ def gateway_environment(layout: Layout, ports: Ports, prisma_paths: BridgePaths)
         "REDIS_HOST": HOST,
         "REDIS_PORT": str(ports.redis),
         "REDIS_PASSWORD": redis_password(layout),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        **GATEWAY_ENVIRONMENT,
         "TENANTRY_POLICY_FILE": str(layout.gateway / "tenant-policy.json"),
         "HOME": str(layout.root),
         **prisma.environment(prisma_paths),

@@ -59,7 +59,7 @@ def plan(spec: Spec, stack: str) -> Plan:
         pools=pools,
         engines=engines,
         tenants=tenants,
-        gateway=_plan_gateway(spec),
+        gateway=_plan_gateway(spec, engines),
         platform=platform,
         refusals=tuple(notes.refusals),
         warnings=tuple(notes.warnings),
@@ -75,8 +75,9 @@ def _reserved_slots(engines: tuple[EnginePlan, ...]) -> dict[str, int]:
     return reserved
 
 
-def _plan_gateway(spec: Spec) -> GatewayPlan:
+def _plan_gateway(spec: Spec, engines: tuple[EnginePlan, ...]) -> GatewayPlan:
     admission = spec.gateway.admission
+    longest_context = max((e.kv.max_context for e in engines), default=0)
     adapters_of = {e.name: tuple(a.name for a in e.adapters) for e in spec.engines}
     return GatewayPlan(
         replicas=spec.gateway.replicas,
@@ -96,8 +97,16 @@ def _plan_gateway(spec: Spec) -> GatewayPlan:
         spot_pause_after_others_seconds=admission.spot_pause_after_others_seconds,
         # Room for three times the steady replicas (docs/decisions.md: Gateway autoscaling ceiling).
         max_replicas=max(3 * spec.gateway.replicas, 2),
+        # No stream can hold this many chunks: LiteLLM's loop guard never ends one
+        # (docs/decisions.md: The gateway does not cut a repeating stream).
+        repeated_chunk_limit=longest_context + 1,
+        max_request_bytes=REQUEST_BYTES_PER_TOKEN * longest_context + REQUEST_BYTES_BESIDE_THE_PROMPT,
     )
 
+
+REQUEST_BYTES_PER_TOKEN = 32
+REQUEST_BYTES_BESIDE_THE_PROMPT = 64 * 1024
+"""The gateway's request size limit (GatewayPlan.max_request_bytes)."""
 
 ENGINE_SCRAPE_CEILING_SECONDS = 15
 """kube-prometheus-stack's usual interval: engines are never scraped less often."""

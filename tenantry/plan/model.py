@@ -278,6 +278,17 @@ class GatewayPlan:
     spot_pause_after_others_seconds: float
     max_replicas: int
     """Ceiling of the gateway's autoscaler (its floor is `replicas`)."""
+    max_request_bytes: int
+    """The largest request body the gateway reads: 32 bytes for each token of the longest context
+    of any engine (JSON-escaped text runs to about 12 bytes a token at worst), plus 64 KiB for the
+    rest of the request; larger is a 413 before it is read (docs/decisions.md: The gateway's front door)."""
+    repeated_chunk_limit: int
+    """LiteLLM ends a stream with a 500 after this many identical chunks in a row: one more
+    than the longest context of any engine, so never. A stream is one token or more per chunk
+    and is bounded by its tier's output cap and the engine's context; LiteLLM's default (100)
+    cut random-weight models' streams on the local stack, and on real models it would end
+    legitimate repetitive output (tables, padded arrays) as a fault after the tokens were
+    served."""
 
 
 @dataclass(frozen=True, kw_only=True)

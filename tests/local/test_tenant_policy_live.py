@@ -97,7 +97,8 @@ def test_priority_and_salt_reach_vllm_and_forgeries_are_replaced(stack, route, s
         with stack.client(tenant) as client:
             client.headers.update(headers)
             answer = call(client, route, stream, "tiny", f"{marker} hello", priority=-100, cache_salt="forged",
-                          extra_body={"priority": -5, "cache_salt": "forged"})
+                          extra_body={"priority": -5, "cache_salt": "forged"},
+                          metadata={"priority": -7, "cache_salt": "forged", "tenant": "acme"})
         assert answer.status_code == 200, answer.text
         body = _logged_body(stack, marker)
         assert body.get("priority") == priority, (tenant, body)

@@ -22,11 +22,12 @@ from tenantry.stacks import plan_stack
 
 import tenant_policy_decision as decision  # found through the folder the plugin added to sys.path
 import tenant_policy_engine_metrics as engine_metrics
+import tenant_policy_front_door as front_door
 import tenant_policy_ledger as ledger
 import tenant_policy_outcomes as outcomes
 import tenant_policy_settings as settings
 
-__all__ = ["decision", "engine_metrics", "ledger", "local_settings", "outcomes", "plugin", "redis_server", "run",
+__all__ = ["decision", "engine_metrics", "front_door", "ledger", "local_settings", "outcomes", "plugin", "redis_server", "run",
            "settings"]
 
 LOOP = asyncio.new_event_loop()  # one loop: Redis connections belong to the loop that opened them

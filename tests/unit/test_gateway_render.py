@@ -8,7 +8,7 @@ import pytest
 
 from tenantry.gateway.reconciler import MANAGED_BY, Action, plan_actions
 from tenantry.configs.litellm import litellm_config, tenant_policy_settings
-from tenantry.configs.teams import desired_teams
+from tenantry.configs.teams import TENANT_ROUTES, desired_teams
 from tenantry.configs.vllm import vllm_args
 from tenantry.stacks import plan_stack
 
@@ -76,18 +76,32 @@ def test_desired_teams():
         "team_alias": "acme", "models": ["tiny", "acme-support", "micro"], "tpm_limit": 12000, "rpm_limit": 120,
         "max_budget": 5.0, "budget_duration": "1d",
         "metadata": {"managed_by": MANAGED_BY, "tier": "guaranteed", "stack": "local"},
-        "key": {"max_parallel_requests": None},  # concurrency is the plugin's: a key's own limit is cleared
+        # Concurrency is the plugin's: a key's own limit is cleared. The key calls the inference API alone.
+        "key": {"max_parallel_requests": None, "allowed_routes": list(TENANT_ROUTES)},
     }
+    assert "/model/info" not in TENANT_ROUTES and "/health" not in TENANT_ROUTES and "/key/info" not in TENANT_ROUTES
 
 
 def test_a_key_limit_left_from_before_is_cleared():
     desired = desired_teams(plan_stack("local"))
     teams = [{**{k: v for k, v in t.items() if k != "key"}, "team_id": f"id-{t['team_alias']}"} for t in desired]
-    infos = {t["team_alias"]: {"blocked": None, "max_parallel_requests": None} for t in desired}
+    infos = {t["team_alias"]: {"blocked": None, "max_parallel_requests": None, "allowed_routes": list(TENANT_ROUTES)}
+             for t in desired}
     infos["acme"]["max_parallel_requests"] = 4
     keys = {t["team_alias"]: f"sk-{t['team_alias']}" for t in desired}
     assert plan_actions(desired, teams, keys, infos) == [
         Action("update-key", "acme", {"key": "sk-acme", "max_parallel_requests": None})]
+
+
+def test_a_key_made_before_routes_were_restricted_gets_the_tenant_routes():
+    desired = desired_teams(plan_stack("local"))
+    teams = [{**{k: v for k, v in t.items() if k != "key"}, "team_id": f"id-{t['team_alias']}"} for t in desired]
+    infos = {t["team_alias"]: {"blocked": None, "max_parallel_requests": None,
+                               "allowed_routes": list(reversed(TENANT_ROUTES))} for t in desired}  # order is no change
+    infos["globex"]["allowed_routes"] = []  # LiteLLM's default: every route the key's role allows
+    keys = {t["team_alias"]: f"sk-{t['team_alias']}" for t in desired}
+    assert plan_actions(desired, teams, keys, infos) == [
+        Action("update-key", "globex", {"key": "sk-globex", "allowed_routes": list(TENANT_ROUTES)})]
 
 
 DESIRED = [{"team_alias": "a", "models": ["m"], "tpm_limit": 10, "rpm_limit": 1,

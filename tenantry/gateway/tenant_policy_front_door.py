@@ -1,0 +1,135 @@
+"""The gateway's front door: what reaches LiteLLM at all, before it reads a byte of the body.
+
+LiteLLM answers hundreds of routes, and some without any key: its route table
+(/routes, /openapi.json), the admin UI's login pages, OAuth registration,
+telemetry sinks, and pass-through routes with their own authentication (one of
+them, /langfuse/*, answers a tenant's key with a 500). Its key-level
+`allowed_routes` closes every authenticated route but a tenant's (the
+reconciler sets them), not these; its request size limit is an Enterprise
+feature. So the plugin wraps LiteLLM's application as it loads, outermost:
+
+- a caller without the master key reaches the tenant routes (and the paths
+  below them) and the open routes (the health probes, exactly); any other
+  path is a 404 that says which routes there are;
+- a body larger than the Plan's limit is a 413 that names the limit: refused
+  on its Content-Length before it is read, or as soon as the bytes read pass
+  it, so a multi-megabyte prompt costs the gateway neither memory nor the time
+  to parse and count it; a body that is not a JSON object is a 400 (LiteLLM
+  answers a JSON array with a 500) (docs/decisions.md: The gateway's front door).
+
+The master key (operators, the reconciler, Prometheus) passes untouched.
+"""
+
+import hmac
+import json
+import os
+from typing import Any
+
+from tenant_policy_settings import FrontDoorSettings
+
+MASTER_KEY_ENV = "LITELLM_MASTER_KEY"
+
+
+def _error(status: int, message: str, kind: str) -> tuple[dict[str, Any], list[tuple[bytes, bytes]]]:
+    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": str(status)}}).encode()
+    return body, [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+
+
+class FrontDoor:
+    """ASGI middleware around LiteLLM's application."""
+
+    def __init__(self, app: Any, settings: FrontDoorSettings, master_key: str | None = None) -> None:
+        self.app, self.settings = app, settings
+        self.master_key = master_key if master_key is not None else os.environ.get(MASTER_KEY_ENV, "")
+
+    def allowed(self, path: str) -> bool:
+        return path in self.settings.open_routes or any(
+            path == route or path.startswith(route + "/") for route in self.settings.tenant_routes)
+
+    def is_operator(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        given = next((v for k, v in headers if k.lower() == b"authorization"), b"").decode("latin-1")
+        scheme, _, token = given.partition(" ")
+        return bool(self.master_key) and scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode(), self.master_key.encode())
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or self.is_operator(scope.get("headers", [])):
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if not self.allowed(path):
+            routes = ", ".join(self.settings.tenant_routes)
+            await _respond(send, 404, f"no route {path} here: a tenant's key calls {routes}", "not_found_error")
+            return
+        if scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        limit = self.settings.max_request_bytes
+        body = await _read_body(scope, receive, limit)
+        if body is None:
+            await _respond(send, 413, f"request body larger than {limit} bytes, this gateway's limit (32 bytes for "
+                                      "each token of the longest context it serves)", "request_too_large")
+        elif body.strip() and not body.lstrip().startswith(b"{"):
+            # LiteLLM 1.108.7 answers a JSON array or scalar with a 500 from its key check.
+            await _respond(send, 400, "the request body must be a JSON object", "invalid_request_error")
+        else:
+            await self.app(scope, _replay(body, receive), send)
+
+
+async def _read_body(scope: dict[str, Any], receive: Any, limit: int) -> bytes | None:
+    """The whole body, or None once it is larger than `limit`: refused on its Content-Length
+    before a byte is read, or as the bytes read pass it (a chunked body declares no length)."""
+    declared = next((v for k, v in scope.get("headers", []) if k.lower() == b"content-length"), None)
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    parts, size, more = [], 0, True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away
+            break
+        parts.append(message.get("body", b""))
+        size += len(parts[-1])
+        if size > limit:
+            return None
+        more = message.get("more_body", False)
+    return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """The body read here, once, then the client's own messages (LiteLLM listens for a disconnect
+    while it streams)."""
+    sent = False
+
+    async def replayed() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
+
+
+async def _respond(send: Any, status: int, message: str, kind: str) -> None:
+    body, headers = _error(status, message, kind)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def install(settings: FrontDoorSettings) -> bool:
+    """Wrap the running LiteLLM proxy's application; False when there is none (the plugin imported
+    outside the proxy, as the unit tests do). The plugin loads during the proxy's start-up, after
+    Starlette has built the middleware stack, so the built stack is wrapped."""
+    import sys
+
+    proxy = sys.modules.get("litellm.proxy.proxy_server")
+    app = getattr(proxy, "app", None)
+    if app is None:
+        return False
+    if isinstance(app.middleware_stack, FrontDoor) or getattr(app, "_tenantry_front_door", False):
+        return True
+    if app.middleware_stack is None:
+        app.middleware_stack = app.build_middleware_stack()
+    app.middleware_stack = FrontDoor(app.middleware_stack, settings)
+    app._tenantry_front_door = True
+    return True
