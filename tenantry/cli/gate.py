@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from tenantry.cli.output import EXIT_INVALID_SPEC, add_command, print_error, print_spec_error, stdout_console
 from tenantry.findings import PlanRefused, SpecError
-from tenantry.gate.scenarios import SCENARIOS
+from tenantry.gate.scenarios import FAULTS, SCENARIOS
 
 if TYPE_CHECKING:
     from tenantry.gate.run import Prepared
@@ -36,6 +36,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     gate.add_argument("--keys", metavar="FILE", help="with --gateway: JSON object of tenant name to key")
     gate.add_argument("--stop-engine", metavar="COMMAND",
                       help="with --gateway: command that stops an engine ({engine} is replaced), for engine-failure")
+    gate.add_argument("--fault", action="append", default=[], metavar="KIND=COMMAND",
+                      help=f"with --gateway: the shell command that does a fault ({', '.join(FAULTS)}, start-postgres, "
+                           "start-redis; {engine} and {replica} are filled in); repeat for each")
+    gate.add_argument("--database-url", metavar="URL",
+                      help="with --gateway: LiteLLM's PostgreSQL, to reconcile each tenant's spend with what it was "
+                           "served (the local stack's is known; without it a remote run's spend is not reconciled)")
     gate.add_argument("--tenant", metavar="NAME", help="the tenant a scenario pushes (default: the first of the tier)")
     gate.add_argument("--short", action="store_true", help="the CI version: every scenario in two minutes or less")
     gate.add_argument("--side-by-side", action="store_true",
@@ -77,11 +83,24 @@ def _targets(args: argparse.Namespace, prepared: Prepared) -> list[Target]:
             raise GateError("--gateway and --keys go together: the gateway's URL and a JSON file of tenant keys")
         if args.side_by_side:
             raise GateError("--side-by-side runs against the local stack only (it starts a plain LiteLLM beside it)")
-        return [remote_target(args.gateway, Path(args.keys), prepared.plan, args.stop_engine)]
+        return [remote_target(args.gateway, Path(args.keys), prepared.plan, _fault_commands(args), args.database_url)]
     layout = Layout.from_environment(args.dir, args.port_base)
     if args.side_by_side:
         return side_by_side_targets(layout, prepared.plan, prepared.stack_file)
     return [local_target(layout, prepared.plan, prepared.stack_file)]
+
+
+def _fault_commands(args: argparse.Namespace) -> dict[str, str]:
+    from tenantry.gate.target import GateError
+
+    commands = {"stop-engine": args.stop_engine} if args.stop_engine else {}
+    for given in args.fault:
+        kind, _, command = given.partition("=")
+        if kind not in (*FAULTS, "start-postgres", "start-redis") or not command.strip():
+            raise GateError(f"--fault {given}: give KIND=COMMAND, KIND one of {', '.join(FAULTS)}, start-postgres, "
+                            "start-redis")
+        commands[kind] = command
+    return commands
 
 
 def _out(args: argparse.Namespace, prepared: Prepared) -> Path:

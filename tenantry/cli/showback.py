@@ -93,8 +93,8 @@ def show(report: Showback, output_format: str) -> int:
 
 def _local_database_url(args: argparse.Namespace, stack_file: Path) -> str:
     """The local stack's database, as its gateways reach it (tenantry/local/credentials.py)."""
-    from tenantry.local.credentials import postgres_password
-    from tenantry.local.layout import HOST, Layout, State
+    from tenantry.local.credentials import database_url
+    from tenantry.local.layout import Layout, State
     from tenantry.showback import ShowbackError
 
     layout = Layout.from_environment(args.dir, args.port_base)
@@ -105,7 +105,7 @@ def _local_database_url(args: argparse.Namespace, stack_file: Path) -> str:
     if Path(state.spec).resolve() != stack_file.resolve():
         raise ShowbackError(f"the local stack in {layout.root} runs {state.spec}, not {stack_file}: its spend is "
                             f"priced by {state.spec} (`tenantry showback {state.spec}`), or use --dir")
-    return f"postgresql://litellm:{postgres_password(layout)}@{HOST}:{state.ports['postgres']}/litellm"
+    return database_url(layout, state.ports["postgres"])
 
 
 def _usd(usd: float | None) -> str:

@@ -24,7 +24,7 @@ from locust import LoadTestShape, User, events, task
 
 from tenantry.gate import profiles
 from tenantry.gate.records import VERDICT_JSON, Record, retry_after_seconds, write_records
-from tenantry.gate.scenarios import Scenario, Stage
+from tenantry.gate.scenarios import Fault, Scenario, Stage
 from tenantry.gate.scenarios import scenario as build_scenario
 from tenantry.gate.verdict import SHED_HEADER, verdict
 from tenantry.plan.model import Plan, TrafficPlan
@@ -113,7 +113,9 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
                 record.read_usage(answer, PRICES)
             else:
                 visible: list[float] = []
+                done = False
                 for line in response.iter_lines(decode_unicode=True):
+                    done = done or line == "data: [DONE]"
                     if not line or not line.startswith("data: ") or line == "data: [DONE]":
                         continue
                     chunk = json.loads(line[6:])
@@ -131,6 +133,8 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
                     record.read_usage(chunk, PRICES)
                 if first is None and not record.error:
                     record.error = "the stream carried no tokens"
+                if not done and not record.error:  # a stream cut short is never a success
+                    record.error = "the stream ended without [DONE]"
                 if not record.output_tokens:
                     record.output_tokens = len(visible)
                 record.gaps = token_gaps(first, last, visible, record.output_tokens)
@@ -195,7 +199,7 @@ class TenantUser(User):
         self.index = next(type(self).counter)
         self.tenant = PLAN.tenant(self.traffic.tenant)
         self.key = KEYS[self.tenant.name]
-        self.gateway = GATEWAYS[self.index % len(GATEWAYS)]
+        self.gateway = self.index % len(GATEWAYS)
         self.rng = random.Random(f"{self.traffic.name}:{self.index}")
         self.connection = Connection()
         self.next_at = 0.0
@@ -221,9 +225,14 @@ class TenantUser(User):
         entry = self.rng.choices(self.traffic.targets, weights=[t.share for t in self.traffic.targets])[0]
         body = profiles.request_body(self.tenant, entry, self.rng, stream=True if SCENARIO.stream_all else None)
         record = Record(self.tenant.name, self.tenant.tier, self.traffic.profile, entry.target, stage.name, now,
-                        body["stream"], 0, 0.0)
-        RECORDS.append(send(self.connection, self.gateway, self.key, body, record))
+                        body["stream"], 0, 0.0, gateway=self.gateway)
+        RECORDS.append(send(self.connection, GATEWAYS[self.gateway], self.key, body, record))
         report_to_locust(self, record)
+        if record.status == 0 and record.error.startswith("ConnectionError"):
+            # As a load balancer would stop sending to a gateway that refuses connections.
+            self.gateway = (self.gateway + 1) % len(GATEWAYS)
+            self.connection.close()
+            self.connection = Connection()
         if record.status == 429:
             self.back_off(record, interval)
 
@@ -301,12 +310,20 @@ TOTAL_USERS = sum(cls.fixed_count for cls in USER_CLASSES.values())
 # --- the scenario's shape, and its actions ----------------------------------------------------
 
 
-def stop_engine(engine: str) -> None:
-    command = RUN.get("stop_engine_command")
-    entry = {"at": elapsed(), "action": f"stop engine {engine}", "result": "no command given (--stop-engine)"}
+def run_fault(fault: Fault) -> None:
+    """Do the fault with the target's command; undo it after its seconds, if it has any."""
+    _run_command(fault.kind, fault.describe(), fault.subject)
+    if fault.restore:
+        gevent.sleep(fault.seconds)
+        _run_command(fault.restore, fault.restore, fault.subject)
+
+
+def _run_command(kind: str, action: str, subject: str) -> None:
+    command = RUN.get("fault_commands", {}).get(kind)
+    entry = {"at": elapsed(), "action": action, "result": f"no command given (--fault {kind}=COMMAND)"}
     if command:
-        done = subprocess.run(shlex.split(command.format(engine=engine)), capture_output=True, text=True,
-                              check=False)
+        done = subprocess.run(shlex.split(command.format(engine=subject, replica=subject)), capture_output=True,
+                              text=True, check=False, timeout=120)
         entry["result"] = f"exit {done.returncode} {(done.stdout + done.stderr).strip()[:200]}"
     ACTIONS.append(entry)
 
@@ -331,8 +348,8 @@ class GateShape(LoadTestShape):
         if stage.name != self.stage_seen:
             self.stage_seen = stage.name
             ACTIONS.append({"at": elapsed(), "action": f"stage {stage.name}", "result": ""})
-            if stage.stop_engine:
-                gevent.spawn(stop_engine, stage.stop_engine)
+            if stage.fault:
+                gevent.spawn(run_fault, stage.fault)
         return TOTAL_USERS, TOTAL_USERS
 
 

@@ -72,6 +72,8 @@ class Record:
     """On a 429, the seconds the gateway's Retry-After asked the client to wait (0 without one)."""
     probe: str = ""
     """For the cache-isolation probes: '<pair id>:first' or '<pair id>:second'."""
+    gateway: int = 0
+    """Which of the run's gateways it was sent to (its index)."""
 
     @property
     def first_token_at(self) -> float | None:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from tenantry.gate.records import RUN_JSON, VERDICT_JSON, WARM_UP_JSONL, Record, read_records, write_jsonl
@@ -111,11 +112,12 @@ def run_locust(prepared: Prepared, target: Target, out: Path, short: bool, tenan
     out.mkdir(parents=True, exist_ok=True)
     settings = {"stack": str(stack_file.resolve()), "scenario": scenario.name, "short": short, "tenant": tenant,
                 "gateways": target.gateways, "keys": str(target.keys_file.resolve()), "out": str(out.resolve()),
-                "stop_engine_command": target.stop_engine_command, "label": target.label}
+                "fault_commands": target.fault_commands, "label": target.label}
     (out / RUN_JSON).write_text(json.dumps(settings, indent=1), encoding="utf-8")
     (out / VERDICT_JSON).unlink(missing_ok=True)
     env = {**os.environ, "TENANTRY_GATE_RUN": str(out / RUN_JSON),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    since = datetime.now(timezone.utc).replace(microsecond=0)  # LiteLLM stamps its records by the wall clock
     write_jsonl(out / WARM_UP_JSONL, warm_up(plan, target, echo))
     echo(f"{target.label}: scenario {scenario.name}, {scenario.seconds:.0f} s "
          f"({', '.join(f'{s.name} {s.seconds:.0f} s' for s in scenario.stages)}) against {', '.join(target.gateways)}")
@@ -125,8 +127,27 @@ def run_locust(prepared: Prepared, target: Target, out: Path, short: bool, tenan
                               stderr=subprocess.STDOUT, timeout=scenario.seconds + 600, check=False, cwd=out)
     if not (out / VERDICT_JSON).exists():
         raise GateError(f"Locust ended (exit {done.returncode}) without a verdict: see {out / 'locust.log'}")
-    view = RunView(target.label, out, read_records(out), json.loads((out / VERDICT_JSON).read_text()))
-    return RunResult(done.returncode, view)
+    verdict, exit_code = json.loads((out / VERDICT_JSON).read_text()), done.returncode
+    if target.database_url:
+        verdict, exit_code = _reconciled(prepared, target.database_url, since, out, verdict, exit_code)
+    view = RunView(target.label, out, read_records(out), verdict)
+    return RunResult(exit_code, view)
+
+
+def _reconciled(prepared: Prepared, database_url: str, since: datetime, out: Path, verdict: dict,
+                exit_code: int) -> tuple[dict, int]:
+    """The verdict with the spend-reconciles check (tenantry/gate/spend.py), written back."""
+    from dataclasses import asdict
+
+    from tenantry.gate.spend import at_risk, reconcile, recorded_by_tenant
+
+    records, killed = read_records(out), prepared.scenario.fault_at("kill-gateway")
+    check = reconcile(records + read_records(out, WARM_UP_JSONL),
+                      lambda: recorded_by_tenant(prepared.plan, database_url, since),
+                      lost_with_a_replica=at_risk(records, (int(killed[0].subject), killed[1]) if killed else None))
+    verdict = {**verdict, "checks": [*verdict["checks"], asdict(check)], "passed": verdict["passed"] and check.passed}
+    (out / VERDICT_JSON).write_text(json.dumps(verdict, indent=1), encoding="utf-8")
+    return verdict, exit_code if check.passed else max(exit_code, 1)
 
 
 def default_out(base: Path, stack: str, scenario: str) -> Path:
@@ -194,9 +215,10 @@ def gate(prepared: Prepared, targets: list[Target], *, out: Path, short: bool, t
     """Run the scenario against each target (one, or two side by side), print the
     verdicts and the comparison, write the report. True when the first target passed."""
     plan, scenario = prepared.plan, prepared.scenario
-    if scenario.name == "engine-failure" and not targets[0].stop_engine_command:
-        console.print("[yellow]no --stop-engine command: stop the engine yourself when the 'failed' stage "
-                      "starts[/]")
+    for stage in scenario.stages:
+        if stage.fault and stage.fault.kind not in targets[0].fault_commands:
+            console.print(f"[yellow]no command for {stage.fault.kind} (--fault {stage.fault.kind}=COMMAND): "
+                          f"do it yourself ({stage.fault.describe()}) when the '{stage.name}' stage starts[/]")
     results, lost = run_targets(prepared, targets, out, short, tenant, console.print)
     views = [r.view for r in results]
     for view in views:

@@ -25,13 +25,37 @@ class Load:
     """The tenant's offered requests per second over all its users; 0: back to back."""
 
 
+FAULTS = ("stop-engine", "kill-engine", "kill-gateway", "stop-postgres", "stop-redis")
+"""What a stage can do to the stack as it starts. A target runs each with its own command
+(tenantry/gate/target.py, Target.fault_commands); stop-postgres and stop-redis are undone by the
+command named start-postgres and start-redis after the fault's seconds."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    subject: str = ""
+    """The engine (stop-engine, kill-engine) or the gateway replica's index (kill-gateway)."""
+    seconds: float | None = None
+    """How long before it is undone (stop-postgres, stop-redis); None: the platform brings it back
+    (a killed process is restarted by its supervisor), or the gate after the run (a stopped engine)."""
+
+    @property
+    def restore(self) -> str | None:
+        return f"start-{self.kind.removeprefix('stop-')}" if self.seconds is not None else None
+
+    def describe(self) -> str:
+        what = f"{self.kind} {self.subject}".strip()
+        return f"{what} for {self.seconds:g} s" if self.seconds is not None else what
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str
     seconds: float
     loads: dict[str, Load]
-    stop_engine: str | None = None
-    """Stop this engine as the stage starts (the gate restarts it after the run)."""
+    fault: Fault | None = None
+    """Done to the stack as the stage starts."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +77,15 @@ class Scenario:
     @property
     def seconds(self) -> float:
         return sum(stage.seconds for stage in self.stages)
+
+    def fault_at(self, kind: str) -> tuple[Fault, float] | None:
+        """The first fault of this kind and when its stage starts (seconds into the run)."""
+        start = 0.0
+        for stage in self.stages:
+            if stage.fault and stage.fault.kind == kind:
+                return stage.fault, start
+            start += stage.seconds
+        return None
 
     def stage_at(self, elapsed: float) -> Stage | None:
         for stage in self.stages:
@@ -147,7 +180,8 @@ def engine_failure(plan: Plan, short: bool, tenant: str | None = None) -> Scenar
     loads = {t.name: steady_load(t) for t in plan.tenants}
     seconds = (30, 75) if short else (120, 240)
     return Scenario("engine-failure", f"engine {fallback.model} stops mid-run; {', '.join(fallback.to)} must serve",
-                    (Stage("before", seconds[0], loads), Stage("failed", seconds[1], loads, fallback.model)),
+                    (Stage("before", seconds[0], loads), Stage("failed", seconds[1], loads,
+                                                               Fault("stop-engine", fallback.model))),
                     checks=("fallback-served",), subject={"engine": fallback.model, "fallback": ",".join(fallback.to)})
 
 
@@ -170,6 +204,41 @@ def cache_isolation(plan: Plan, short: bool, tenant: str | None = None) -> Scena
                     cache_probes=tuple(probes))
 
 
+def gateway_killed(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    guaranteed = _guaranteed(plan, "gateway-killed")
+    if plan.gateway.replicas < 2:
+        raise ScenarioError(f"scenario gateway-killed kills one of two gateway replicas; stack {plan.stack} runs "
+                            f"{plan.gateway.replicas}")
+    loads = {t.name: steady_load(t) for t in plan.tenants}
+    # At their full concurrency, a slot the dead replica kept would refuse the guaranteed tenants.
+    loads.update({t.name: Load(t.max_concurrency, t.contract_requests_per_second) for t in guaranteed})
+    replica = str(plan.gateway.replicas - 1)
+    # Short: 40 s for the dead replica's slot leases to lapse (docs/decisions.md: Slots are leases a live
+    # replica renews), then 20 s in which no slot may be held for it.
+    seconds = (10, 60) if short else (60, 240)
+    return Scenario("gateway-killed", f"gateway replica {replica} is killed (SIGKILL) mid-run; the guaranteed tenants "
+                    "send at their full concurrency, the others at half their contract",
+                    (Stage("before", seconds[0], loads), Stage("killed", seconds[1], loads,
+                                                               Fault("kill-gateway", replica))),
+                    checks=("gateway-killed",), not_judged=tuple(t.name for t in plan.tenants),
+                    subject={"replica": replica})
+
+
+OUTAGE_SECONDS = 30.0
+
+
+def database_outage(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    _guaranteed(plan, "database-outage")
+    loads = {t.name: steady_load(t) for t in plan.tenants}
+    seconds = (10, OUTAGE_SECONDS, 30) if short else (60, OUTAGE_SECONDS, 150)
+    return Scenario("database-outage", f"PostgreSQL stops for {OUTAGE_SECONDS:g} s mid-run, then starts again; "
+                    "every tenant at half its contract",
+                    (Stage("before", seconds[0], loads),
+                     Stage("outage", seconds[1], loads, Fault("stop-postgres", seconds=OUTAGE_SECONDS)),
+                     Stage("after", seconds[2], loads)),
+                    checks=("database-outage",), not_judged=tuple(t.name for t in plan.tenants))
+
+
 RAMP_STEPS = (0.25, 0.5, 1.0, 1.5, 2.0)
 
 
@@ -189,6 +258,8 @@ SCENARIOS: dict[str, Callable[[Plan, bool, str | None], Scenario]] = {
     "over-quota": over_quota,
     "priority-ordering": priority_ordering,
     "engine-failure": engine_failure,
+    "gateway-killed": gateway_killed,
+    "database-outage": database_outage,
     "cache-isolation": cache_isolation,
     "ramp": ramp,
 }

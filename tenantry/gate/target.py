@@ -7,17 +7,19 @@ local stack (tenantry/local/target.py: supervisord, side gateways) and against
 any deployed gateway (RemoteTarget here: a URL, a keys file and an optional
 stop command).
 
-Stopping an engine happens inside Locust, in another process: a target hands
-the gate a shell command with an {engine} placeholder (stop_engine_command),
-which the gate writes to the run's run.json and the locustfile runs when a
-scenario's stage stops an engine. A target that cannot stop engines gives None.
+Faults (stopping an engine, killing a gateway replica, stopping PostgreSQL
+for a while, ...) happen inside Locust, in another process: a target hands the
+gate a shell command per fault (fault_commands, with {engine} and {replica}
+placeholders), which the gate writes to the run's run.json and the locustfile
+runs when a scenario's stage starts with that fault. A target without a
+command for a fault cannot run the scenarios that need it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -39,8 +41,11 @@ class Target(Protocol):
     """The gateways' base URLs; Locust users spread over them."""
     keys_file: Path
     """A JSON object of tenant name to key (Locust reads it from this file)."""
-    stop_engine_command: str | None
-    """A shell command with {engine} that stops that engine, or None when the target cannot."""
+    fault_commands: dict[str, str]
+    """A shell command per fault it can do (tenantry.gate.scenarios.FAULTS, and start-postgres,
+    start-redis), with {engine} or {replica} where the fault names one."""
+    database_url: str | None
+    """LiteLLM's PostgreSQL, where the run's spend is reconciled; None: it is not."""
 
     def restore_engines(self, echo: Echo) -> None:
         """Start again any engine a scenario stopped, and wait until it serves."""
@@ -63,7 +68,8 @@ class RemoteTarget:
 
     gateways: list[str]
     keys_file: Path
-    stop_engine_command: str | None = None
+    fault_commands: dict[str, str] = field(default_factory=dict)
+    database_url: str | None = None
     label: str = "gateway"
     slug: str = "gateway"
 
@@ -77,7 +83,8 @@ class RemoteTarget:
         return None
 
 
-def remote_target(gateway: str, keys: Path, plan: Plan, stop_engine: str | None) -> RemoteTarget:
+def remote_target(gateway: str, keys: Path, plan: Plan, fault_commands: dict[str, str],
+                  database_url: str | None = None) -> RemoteTarget:
     if not keys.exists():
         raise GateError(f"--keys {keys}: no such file (a JSON object of tenant name to key)")
     try:
@@ -89,4 +96,4 @@ def remote_target(gateway: str, keys: Path, plan: Plan, stop_engine: str | None)
         raise GateError(f"--keys {keys}: no key for tenant(s) {', '.join(missing)}")
     if not gateway.startswith(("http://", "https://")):
         raise GateError(f"--gateway {gateway}: give a URL such as https://gateway.example.com")
-    return RemoteTarget([gateway.rstrip("/")], keys, stop_engine)
+    return RemoteTarget([gateway.rstrip("/")], keys, dict(fault_commands or {}), database_url)

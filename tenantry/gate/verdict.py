@@ -206,7 +206,7 @@ def check_priority(records: list[Record], plan: Plan, scenario: Scenario) -> Che
 
 def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
     engine, fallbacks = scenario.subject["engine"], scenario.subject["fallback"].split(",")
-    failed_at = sum(s.seconds for s in scenario.stages[:[s.stop_engine for s in scenario.stages].index(engine)])
+    _, failed_at = scenario.fault_at("stop-engine")
     models = {engine, *(a.name for a in plan.engine(engine).lora.adapters)}
     after = [r for r in records if r.target in models and r.sent >= failed_at]
     served = [r for r in after if r.ok and any(f in r.served_by for f in fallbacks)]
@@ -297,7 +297,10 @@ def verdict(records: list[Record], plan: Plan, scenario: Scenario) -> Verdict:
     tenants = {t.name: tenant_figures(records, t, _active_seconds(scenario, t.name),
                                       judged=t.name in loaded and t.name not in scenario.not_judged)
                for t in plan.tenants}
-    checks = [CHECKS[name](records, plan, scenario) for name in scenario.checks]
+    from tenantry.gate import fault_checks  # it builds on this module's Check
+
+    every_check = {**CHECKS, **fault_checks.CHECKS}
+    checks = [every_check[name](records, plan, scenario) for name in scenario.checks]
     passed = all(f.passed is not False for f in tenants.values()) and all(c.passed for c in checks)
     if not any(f.judged for f in tenants.values()) and not checks:
         passed = False  # nothing was measured: never a silent pass

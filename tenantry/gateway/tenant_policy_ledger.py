@@ -1,13 +1,28 @@
 """Requests in flight, shared by every gateway replica: Redis sorted sets of
-request ids scored by expiry, so counts survive across replicas and a crashed
-replica's entries expire."""
+request ids scored by the expiry of their lease, so counts survive across
+replicas and a dead replica's requests free their slots on their own.
 
+A claim is a lease of LEASE_SECONDS that the replica holding the request
+renews every RENEW_EVERY_SECONDS while the request runs (a stream may run for
+the whole request timeout); a replica killed mid-request stops renewing, and
+its requests' slots are free again at most LEASE_SECONDS later, at the next
+count (docs/decisions.md: Slots are leases a live replica renews)."""
+
+import asyncio
+import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
-SLOT_TTL_SECONDS = 900
-"""An admitted request holds its slot until it ends, or this long at most (a
-crashed replica must not hold slots for ever)."""
+LEASE_SECONDS = 30.0
+RENEW_EVERY_SECONDS = 10.0
+"""A third of the lease: two renewals can fail (a slow Redis, a busy event loop) before a live
+request's slot lapses."""
+HELD_AT_MOST_SECONDS = 900.0
+"""No request is renewed past this age (LiteLLM's request timeout is 600 s): a claim this replica
+failed to release lapses on its own."""
+
+log = logging.getLogger("tenantry.tenant_policy")
 
 
 class Ledger:
@@ -25,16 +40,20 @@ class Ledger:
     return 1
     """
 
-    def __init__(self, redis: Any):
+    def __init__(self, redis: Any, clock: Callable[[], float] = time.time):
         self.redis = redis
+        self.clock = clock
         self._claim = redis.register_script(self.CLAIM)  # EVALSHA: the script is sent once
+        self.held: dict[str, tuple[tuple[str, ...], float]] = {}
+        """This replica's requests in flight, their sets and when each was claimed: the leases it renews."""
+        self._renewing: asyncio.Task | None = None
 
     async def counts(self, *sets: str, others_mark: tuple[str, float] | None = None,
                      others_key: str | None = None) -> tuple[list[int], bool]:
         """In-flight counts of the sets, in the same round trip: `others_mark`
         (key, seconds) marks an engine as wanted by the tiers above spot for that
         long; `others_key` asks whether such a mark is live (second value)."""
-        now = time.time()
+        now = self.clock()
         pipe = self.redis.pipeline()
         for name in sets:
             pipe.zremrangebyscore(name, "-inf", now)
@@ -47,17 +66,49 @@ class Ledger:
         return [int(n) for n in replies[1:2 * len(sets):2]], bool(others_key and replies[-1])
 
     async def claim(self, request_id: str, limits: dict[str, int]) -> bool:
-        """Add the request to every set, only if each holds fewer than its limit."""
-        now = time.time()
+        """Add the request to every set, only if each holds fewer than its limit; a claim
+        taken is renewed from then on until it is removed."""
+        now = self.clock()
         sets = list(limits)
-        return bool(await self._claim(keys=sets, args=[now, now + SLOT_TTL_SECONDS, SLOT_TTL_SECONDS, request_id,
-                                                       *(limits[name] for name in sets)]))
+        taken = bool(await self._claim(keys=sets, args=[now, now + LEASE_SECONDS, int(LEASE_SECONDS) + 1, request_id,
+                                                        *(limits[name] for name in sets)]))
+        if taken:
+            self.held[request_id] = (tuple(sets), now)
+            if self._renewing is None or self._renewing.done():
+                self._renewing = asyncio.get_running_loop().create_task(self._renew_forever())
+        return taken
 
     async def remove(self, request_id: str, *sets: str) -> None:
+        self.held.pop(request_id, None)
         pipe = self.redis.pipeline()
         for name in sets:
             pipe.zrem(name, request_id)
         await pipe.execute()
+
+    async def renew(self) -> int:
+        """Extend the lease of every request this replica holds (only where it is still
+        there: XX never brings back a removed one); how many were renewed."""
+        now = self.clock()
+        for request_id, (_, claimed) in list(self.held.items()):
+            if now - claimed > HELD_AT_MOST_SECONDS:
+                del self.held[request_id]
+        if not self.held:
+            return 0
+        pipe = self.redis.pipeline()
+        for request_id, (sets, _) in self.held.items():
+            for name in sets:
+                pipe.zadd(name, {request_id: now + LEASE_SECONDS}, xx=True)
+                pipe.expire(name, int(LEASE_SECONDS) + 1)
+        await pipe.execute()
+        return len(self.held)
+
+    async def _renew_forever(self) -> None:
+        while self.held:
+            await asyncio.sleep(RENEW_EVERY_SECONDS)
+            try:
+                await self.renew()
+            except Exception as error:  # noqa: BLE001 - Redis away: the claims lapse, admission's fail-safe decides
+                log.warning("tenantry: could not renew %d slot leases in Redis: %s", len(self.held), error)
 
 
 # One hash tag for every set: a claim touches several, and Redis Cluster runs a

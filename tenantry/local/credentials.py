@@ -46,6 +46,11 @@ def tenant_keys(layout: Layout, plan: Plan) -> dict[str, str]:
     return keys
 
 
+def database_url(layout: Layout, postgres_port: int) -> str:
+    """LiteLLM's database on the local stack, as its gateways (and showback, and the gate) reach it."""
+    return f"postgresql://litellm:{postgres_password(layout)}@{HOST}:{postgres_port}/litellm"
+
+
 def gateway_environment(layout: Layout, ports: Ports, prisma_paths: BridgePaths) -> dict[str, str]:
     """What every LiteLLM process of the stack runs with: the stack's secrets,
     its database and Redis, the tenant-policy settings and the Prisma bridge."""
@@ -53,7 +58,7 @@ def gateway_environment(layout: Layout, ports: Ports, prisma_paths: BridgePaths)
 
     return {
         "LITELLM_MASTER_KEY": master_key(layout),
-        "DATABASE_URL": f"postgresql://litellm:{postgres_password(layout)}@{HOST}:{ports.postgres}/litellm",
+        "DATABASE_URL": database_url(layout, ports.postgres),
         "REDIS_HOST": HOST,
         "REDIS_PORT": str(ports.redis),
         "REDIS_PASSWORD": redis_password(layout),

@@ -39,10 +39,20 @@ def start_supervisor(layout: Layout) -> None:
         raise LocalStackError(f"supervisord did not start: {result.stderr.strip() or result.stdout.strip()}")
 
 
-def stop_engine_command(layout: Layout) -> str:
-    """A shell command with an {engine} placeholder that stops one engine of this stack."""
-    return (f"{shlex.quote(str(SUPERVISORCTL))} -c {shlex.quote(str(layout.supervisor_conf))} "
-            f"stop {engine_process('{engine}')}")
+def fault_commands(layout: Layout) -> dict[str, str]:
+    """The gate's faults on this stack (tenantry.gate.scenarios.FAULTS), as shell commands with an
+    {engine} or {replica} placeholder. A killed process is started again by supervisord, as a
+    crashed one would be; a stopped one waits for its start command (or the gate's restore)."""
+    ctl = f"{shlex.quote(str(SUPERVISORCTL))} -c {shlex.quote(str(layout.supervisor_conf))}"
+    return {
+        "stop-engine": f"{ctl} stop {engine_process('{engine}')}",
+        "kill-engine": f"{ctl} signal KILL {engine_process('{engine}')}",
+        "kill-gateway": f"{ctl} signal KILL gateway-{{replica}}",
+        "stop-postgres": f"{ctl} stop postgres",
+        "start-postgres": f"{ctl} start postgres",
+        "stop-redis": f"{ctl} stop redis",
+        "start-redis": f"{ctl} start redis",
+    }
 
 
 def stop_engine(layout: Layout, engine: str) -> None:

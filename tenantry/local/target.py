@@ -13,7 +13,7 @@ from pathlib import Path
 from tenantry.local.health import LocalStackError, port_open
 from tenantry.local.layout import HOST, Layout, State
 from tenantry.local.side_gateways import side_gateway_lost, start_side_gateway, stop_side_gateway, wait_side_gateway
-from tenantry.local.supervisor import restart_engine_if_stopped, stop_engine_command, supervisor_running
+from tenantry.local.supervisor import fault_commands, restart_engine_if_stopped, supervisor_running
 from tenantry.plan.model import Plan
 
 SIDES = {"gateway-policy": ("tenantry policy", "policy-on", True),
@@ -29,7 +29,8 @@ class LocalTarget:
     slug: str
     gateways: list[str]
     keys_file: Path
-    stop_engine_command: str | None
+    fault_commands: dict[str, str]
+    database_url: str | None
     side_gateway: tuple[str, subprocess.Popen] | None = None
     """The side gateway this target started (its process name and process), stopped by close()."""
 
@@ -57,11 +58,18 @@ def _require_stack(layout: Layout, stack_file: Path) -> None:
                               f"with `tenantry local up {stack_file}`, or use --dir")
 
 
+def _database_url(layout: Layout, plan: Plan) -> str:
+    from tenantry.local.credentials import database_url
+
+    return database_url(layout, layout.ports(plan).postgres)
+
+
 def local_target(layout: Layout, plan: Plan, stack_file: Path) -> LocalTarget:
     """The running local stack's own gateways."""
     _require_stack(layout, stack_file)
     urls = [f"http://{HOST}:{port}" for port in layout.ports(plan).gateways]
-    return LocalTarget(layout, plan, "tenantry policy", "local", urls, layout.keys_file, stop_engine_command(layout))
+    return LocalTarget(layout, plan, "tenantry policy", "local", urls, layout.keys_file, fault_commands(layout),
+                       _database_url(layout, plan))
 
 
 def side_by_side_targets(layout: Layout, plan: Plan, stack_file: Path) -> list[LocalTarget]:
@@ -77,7 +85,7 @@ def side_by_side_targets(layout: Layout, plan: Plan, stack_file: Path) -> list[L
             label, slug, plugin = SIDES[name]
             process = start_side_gateway(layout, layout.ports(plan), name, port, plugin=plugin)
             targets.append(LocalTarget(layout, plan, label, slug, [f"http://{HOST}:{port}"], layout.keys_file,
-                                       stop_engine_command(layout), (name, process)))
+                                       fault_commands(layout), _database_url(layout, plan), (name, process)))
         for target in targets:
             wait_side_gateway(layout, target.side_gateway[0], target.gateways[0], target.side_gateway[1])
     except BaseException:  # a gateway started before the failure is ours to stop

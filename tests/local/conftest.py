@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +91,16 @@ def stack() -> RunningStack:
     yield running
     leftover = local.down(layout, purge=True, progress=lines.append)
     assert leftover == [], f"processes survived supervisor's shutdown and were killed: {leftover}"
+
+
+TENANTRY = Path(sys.executable).parent / "tenantry"
+
+
+def run_tenantry(stack: RunningStack, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """The tenantry command, as a user runs it, against the tests' stack."""
+    return subprocess.run([str(TENANTRY), *args, "--dir", str(stack.layout.root), "--port-base",
+                           str(stack.layout.port_base)], capture_output=True, text=True, timeout=timeout, check=False,
+                          env={**os.environ, "COLUMNS": "200"})
 
 
 def chat(client: httpx.Client, model: str, content: str = "hello", max_tokens: int = 8, **extra) -> httpx.Response:

@@ -8,30 +8,21 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from tenantry.gate.records import WARM_UP_JSONL, read_records
 from tests.local.conftest import SPEC, chat
+from tests.local.conftest import run_tenantry as _tenantry
 
-TENANTRY = Path(sys.executable).parent / "tenantry"
 SPEND_WRITTEN_WITHIN_SECONDS = 120
 """LiteLLM writes spend in batches (every 2 s on the local stack: tenantry/local/services.py); a run's last
 records are in PostgreSQL well within this."""
-
-
-def _tenantry(stack, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([str(TENANTRY), *args, "--dir", str(stack.layout.root), "--port-base",
-                           str(stack.layout.port_base)], capture_output=True, text=True, timeout=timeout, check=False,
-                          env={**os.environ, "COLUMNS": "200"})
 
 
 def _showback(stack, started: float) -> tuple[subprocess.CompletedProcess, dict]:

@@ -24,7 +24,8 @@ class FakeTarget:
     slug: str
     gateways: list[str] = field(default_factory=lambda: ["http://127.0.0.1:1"])
     keys_file: Path = Path("keys.json")
-    stop_engine_command: str | None = None
+    fault_commands: dict = field(default_factory=dict)
+    database_url: str | None = None
     lost_reason: str | None = None
     calls: list[str] = field(default_factory=list)
 
@@ -87,6 +88,7 @@ def test_a_remote_target_needs_a_url_and_a_key_for_every_tenant(tmp_path):
     keys.write_text(json.dumps({t.name: "sk" for t in plan.tenants}))
     with pytest.raises(GateError, match="give a URL"):
         remote_target("gw.example.com", keys, plan, None)
-    target = remote_target("https://gw.example.com/", keys, plan, "kubectl scale --replicas=0 deploy/{engine}")
-    assert target.gateways == ["https://gw.example.com"] and target.stop_engine_command.endswith("{engine}")
+    target = remote_target("https://gw.example.com/", keys, plan,
+                           {"stop-engine": "kubectl scale --replicas=0 deploy/{engine}"})
+    assert target.gateways == ["https://gw.example.com"] and target.fault_commands["stop-engine"].endswith("{engine}")
     assert target.lost() is None

@@ -10,7 +10,7 @@ import pytest
 
 from tenantry.gate.profiles import request_body, traffic_classes
 from tenantry.gate.records import Record, read_records, retry_after_seconds, write_records
-from tenantry.gate.scenarios import SCENARIOS, ScenarioError, scenario
+from tenantry.gate.scenarios import SCENARIOS, Fault, ScenarioError, scenario
 from tenantry.gate.verdict import percentile, priority_inversions, verdict
 from tenantry.stacks import plan_stack
 
@@ -175,7 +175,7 @@ def test_priority_ordering_with_nothing_queued_together_says_what_kept_the_tiers
 
 def test_engine_failure_needs_answers_from_the_fallback(plan):
     failure = scenario("engine-failure", plan, short=True)
-    assert failure.stages[1].stop_engine == "tiny" and failure.subject["fallback"] == "micro"
+    assert failure.stages[1].fault == Fault("stop-engine", "tiny") and failure.subject["fallback"] == "micro"
     records = steady_records()
     check = verdict(records, plan, failure).checks[0]
     assert not check.passed
@@ -217,6 +217,7 @@ def test_ramp_fails_only_when_a_guaranteed_slo_breaks_within_the_contract(plan):
 
 
 def test_every_scenario_builds_for_the_local_stack_and_short_ones_fit_two_minutes(plan):
+    plan = dataclasses.replace(plan, gateway=dataclasses.replace(plan.gateway, replicas=2))  # one to kill
     for name in SCENARIOS:
         assert scenario(name, plan, short=True).seconds <= 120, name
         assert scenario(name, plan).seconds > scenario(name, plan, short=True).seconds
@@ -230,6 +231,8 @@ def test_scenarios_refuse_what_they_cannot_run(plan):
     no_spot = dataclasses.replace(plan, tenants=tuple(t for t in plan.tenants if t.tier != "spot"))
     with pytest.raises(ScenarioError, match="needs a spot tenant"):
         scenario("noisy-neighbour", no_spot)
+    with pytest.raises(ScenarioError, match="kills one of two gateway replicas; stack local runs 1"):
+        scenario("gateway-killed", plan)
 
 
 def test_traffic_classes_and_requests_follow_the_spec(plan):

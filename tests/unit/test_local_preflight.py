@@ -89,14 +89,19 @@ def test_side_gateways_listen_clear_of_the_stack(tmp_path):
     assert not set(side.values()) & set(layout.ports(plan).by_process().values())
 
 
-def test_the_local_target_stops_an_engine_through_its_own_supervisor(tmp_path):
+def test_the_local_target_does_every_fault_through_its_own_supervisor(tmp_path):
     import shlex
 
-    from tenantry.local.supervisor import SUPERVISORCTL, stop_engine_command
+    from tenantry.gate.scenarios import FAULTS
+    from tenantry.local.supervisor import SUPERVISORCTL, fault_commands
 
     layout = Layout(tmp_path / "a stack", 29100)
-    command = shlex.split(stop_engine_command(layout).format(engine="tiny"))
-    assert command == [str(SUPERVISORCTL), "-c", str(layout.supervisor_conf), "stop", "engine-tiny"]
+    commands = fault_commands(layout)
+    assert set(FAULTS) <= set(commands) and {"start-postgres", "start-redis"} <= set(commands)
+    ctl = [str(SUPERVISORCTL), "-c", str(layout.supervisor_conf)]
+    assert shlex.split(commands["stop-engine"].format(engine="tiny")) == [*ctl, "stop", "engine-tiny"]
+    assert shlex.split(commands["kill-engine"].format(engine="tiny")) == [*ctl, "signal", "KILL", "engine-tiny"]
+    assert shlex.split(commands["kill-gateway"].format(replica="1")) == [*ctl, "signal", "KILL", "gateway-1"]
 
 
 def test_prometheus_scrapes_the_same_jobs_as_on_kubernetes(tmp_path):

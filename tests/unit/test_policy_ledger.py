@@ -54,3 +54,57 @@ def test_the_others_mark_lives_as_long_as_the_pause(redis_url):
     assert run(replica.counts(others_key=key)) == ([], True)
     run(asyncio.sleep(0.3))
     assert run(replica.counts(others_key=key)) == ([], False)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_dead_replicas_slots_lapse_with_its_lease_and_a_live_ones_are_renewed(redis_url):
+    import redis.asyncio as aioredis
+
+    clock = Clock()
+    live, dead = (ledger.Ledger(aioredis.from_url(redis_url), clock=clock) for _ in range(2))
+    limits = {ledger.tenant_set("acme"): 2, ledger.shared_set("tiny"): 4}
+    assert run(live.claim("streaming", limits)) and run(dead.claim("killed", limits))
+    assert not run(live.claim("third", limits))  # acme holds both its slots
+    for _ in range(6):  # a minute of a long stream: the live replica renews, the dead one cannot
+        clock.now += ledger.RENEW_EVERY_SECONDS
+        assert run(live.renew()) == 1
+    assert run(live.counts(*limits)) == ([1, 1], False)  # the dead replica's request is gone within the lease
+    assert run(live.claim("third", limits))  # and its slot is acme's again
+    run(live.remove("streaming", *limits))
+    run(live.remove("third", *limits))
+    clock.now += ledger.RENEW_EVERY_SECONDS
+    assert run(live.renew()) == 0 and run(live.counts(*limits)) == ([0, 0], False)  # removed is never brought back
+
+
+def test_a_claim_never_released_is_renewed_no_longer_than_a_request_can_run(redis_url):
+    import redis.asyncio as aioredis
+
+    clock = Clock()
+    replica = ledger.Ledger(aioredis.from_url(redis_url), clock=clock)
+    limits = {ledger.tenant_set("acme"): 1}
+    assert run(replica.claim("leaked", limits))
+    while clock.now - 1_000_000.0 <= ledger.HELD_AT_MOST_SECONDS:
+        clock.now += ledger.RENEW_EVERY_SECONDS
+        run(replica.renew())
+    assert replica.held == {}
+    clock.now += ledger.LEASE_SECONDS
+    assert run(replica.counts(*limits)) == ([0], False)
+
+
+def test_a_claim_starts_the_renewal_and_it_ends_with_the_last_request(redis_url):
+    import redis.asyncio as aioredis
+
+    replica = ledger.Ledger(aioredis.from_url(redis_url))
+    limits = {ledger.tenant_set("acme"): 1}
+    assert run(replica.claim("one", limits))
+    task = replica._renewing
+    assert task is not None and not task.done()
+    run(replica.remove("one", *limits))
+    task.cancel()

@@ -415,6 +415,30 @@ function poolOptions(url) {
   return { pool, schema }
 }
 
+// A database that cannot be reached, as node-postgres and Postgres report it
+// (refused, reset, timed out, shut down, starting up).
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN',
+  '57P01', '57P02', '57P03',
+])
+const UNREACHABLE_TEXT = /connection terminated|connection ended|connect ECONNREFUSED|timeout exceeded when trying to connect/i
+
+function unreachable(error) {
+  return UNREACHABLE_CODES.has(error?.code) || UNREACHABLE_CODES.has(error?.cause?.code) ||
+    UNREACHABLE_TEXT.test(String(error?.message ?? error))
+}
+
+// The native engine's answer when the database cannot be reached: P1001, "Can't
+// reach database server". LiteLLM tells an outage from a row Postgres rejected by
+// it, and keeps the spend logs of an outage for the next flush instead of
+// dropping them as poison (docs/decisions.md: The Prisma bridge reports an
+// unreachable database as the native engine does).
+function asUnreachable(e, text) {
+  e.user_facing_error.error_code = 'P1001'
+  e.user_facing_error.meta = {}
+  e.error = e.user_facing_error.message = `Can't reach database server: ${text}`
+}
+
 // Errors from node-postgres itself (not Postgres) are parked in the adapter's
 // registry and the engine only says "external error N": put the text back.
 function withAdapterErrors(response, adapter) {
@@ -423,7 +447,10 @@ function withAdapterErrors(response, adapter) {
     if (e.user_facing_error?.error_code !== 'P2036' || id === undefined) continue
     const parked = adapter.errorRegistry.consumeError(id)
     delete adapter.errorRegistry.registeredErrors[id] // consumeError does not free it
-    if (parked) e.error = e.user_facing_error.message = String(parked.error?.message ?? parked.error)
+    if (!parked) continue
+    const text = String(parked.error?.message ?? parked.error)
+    if (unreachable(parked.error)) asUnreachable(e, text)
+    else e.error = e.user_facing_error.message = text
   }
   return response
 }
@@ -438,7 +465,9 @@ function txResponse(text) {
 
 function errorResponse(err) {
   const message = err && err.message ? err.message : String(err)
-  return { errors: [{ error: message, user_facing_error: { is_panic: false, message, meta: {}, error_code: null } }] }
+  const e = { error: message, user_facing_error: { is_panic: false, message, meta: {}, error_code: null } }
+  if (unreachable(err)) asUnreachable(e, message)
+  return { errors: [e] }
 }
 
 async function main(argv) {

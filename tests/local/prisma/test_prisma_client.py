@@ -135,3 +135,46 @@ def test_upserts_bulk_writes_and_errors(out: dict) -> None:
     assert out["upserted"] == ["second", {"v": 2}]
     assert out["created"] == 2 and out["updated"] == 2 and out["bulk"] == {"bulk": True}
     assert out["not_found"] is True
+
+
+UNREACHABLE_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, json
+    from prisma import Prisma
+    from litellm.proxy.db.exception_handler import PrismaDBExceptionHandler
+    from litellm.proxy.utils import _is_transient_spend_log_write_error
+
+    async def main():
+        db = Prisma()
+        await db.connect()
+        try:
+            await db.litellm_spendlogs.create_many(data=[{"request_id": "r", "call_type": "acompletion",
+                                                          "api_key": "k", "spend": 1.0, "startTime": "2026-01-01T00:00:00Z",
+                                                          "endTime": "2026-01-01T00:00:01Z"}])
+        except Exception as e:
+            print(json.dumps({"type": type(e).__name__, "message": str(e),
+                              "unavailable": PrismaDBExceptionHandler.is_database_service_unavailable_error(e),
+                              "transient": _is_transient_spend_log_write_error(e)}))
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_an_unreachable_database_is_reported_as_the_native_engine_reports_it(paths: bridge.BridgePaths,
+                                                                             postgres: Postgres) -> None:
+    """Prisma's P1001, which LiteLLM reads as an outage: it keeps the spend logs of an outage for the next flush
+    (before, node-postgres's `connect ECONNREFUSED` read as a row Postgres rejected, and LiteLLM dropped it)."""
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = {**os.environ, **bridge.environment(paths),
+           "DATABASE_URL": postgres.url("prisma_client").replace(f":{postgres.port}/", f":{port}/")}
+    run = subprocess.run([sys.executable, "-c", UNREACHABLE_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-4000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen["message"].startswith("Can't reach database server: connect ECONNREFUSED"), seen
+    assert seen["unavailable"] is True and seen["transient"] is True, seen

@@ -1,0 +1,120 @@
+"""The checks of the fault scenarios (tenantry/gate/scenarios.py: gateway-killed, database-outage):
+what was lost when a part of the stack failed under load. Each says what it saw in figures."""
+
+from __future__ import annotations
+
+import re
+
+from tenantry.gate.records import Record
+from tenantry.gate.scenarios import OUTAGE_SECONDS, Scenario
+from tenantry.gate.verdict import Check, is_shed
+from tenantry.gateway.tenant_policy_ledger import LEASE_SECONDS, RENEW_EVERY_SECONDS
+from tenantry.plan.model import Plan
+
+CLEAN_FAILURE_SECONDS = 10.0
+"""A request in flight on a gateway replica that dies must have failed within this of its death:
+the client sees the connection drop, not a hang."""
+KILL_SETTLE_SECONDS = 1.0
+"""The kill command runs as its stage starts; by this long after, the replica is gone."""
+RECOVERY_SECONDS = 15.0
+"""After PostgreSQL is back, how long the gateway may take to use it again."""
+RELEASE_LAG_SECONDS = 2.0
+"""A request's slot is released by LiteLLM's logging event a moment after its last byte; on the
+local stack's busy cores, up to this long."""
+CONCURRENCY_REFUSAL = re.compile(r"has \d+ requests in flight, its limit is \d+")
+"""The plugin's message for a refusal at the tenant's concurrency (tenant_policy_decision)."""
+
+
+def _ended(record: Record) -> float:
+    return record.sent + record.e2e
+
+
+def _failed(record: Record) -> bool:
+    """A fault the client saw: no answer, a server error, or an answer that broke off. A 4xx is the
+    gateway refusing the tenant for its own limits or capacity (a spent budget, a 429), not a fault."""
+    return record.status == 0 or record.status >= 500 or (record.status == 200 and bool(record.error))
+
+
+def unexplained_refusals(records: list[Record], plan: Plan) -> list[Record]:
+    """Refusals for a tenant's concurrency while the gate had fewer of its requests in flight than
+    its limit, counting as still in flight any that ended within RELEASE_LAG_SECONDS before (a
+    slot is released a moment after the last byte): slots held by requests no client is waiting
+    for, such as a dead replica's."""
+    limits = {t.name: t.max_concurrency for t in plan.tenants}
+    refused = [r for r in records if r.status == 429 and not is_shed(r) and CONCURRENCY_REFUSAL.search(r.error)]
+    unexplained = []
+    for refusal in refused:
+        holding = sum(1 for r in records if r.tenant == refusal.tenant and r is not refusal and r.status != 429
+                      and r.sent <= refusal.sent <= _ended(r) + RELEASE_LAG_SECONDS)
+        if holding < limits[refusal.tenant]:
+            unexplained.append(refusal)
+    return unexplained
+
+
+def check_gateway_killed(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
+    """The survivor's clients see no failure; requests in flight on the killed replica either
+    completed whole before it died or fail promptly; the dead replica's concurrency slots are free
+    again once its leases lapse: no tenant is refused for its concurrency for slots no live
+    request holds after that."""
+    fault, killed_at = scenario.fault_at("kill-gateway")
+    dead = int(fault.subject)
+    problems = []
+    on_survivors = [r for r in records if r.gateway != dead and _failed(r)]
+    if on_survivors:
+        problems.append(f"{len(on_survivors)} request(s) to the surviving gateway(s) failed "
+                        f"(first: {on_survivors[0].error[:120] or on_survivors[0].status})")
+    cut = [r for r in records if r.gateway == dead and r.sent < killed_at + KILL_SETTLE_SECONDS < _ended(r)
+           and not r.ok]
+    slow = [r for r in cut if _ended(r) > killed_at + CLEAN_FAILURE_SECONDS]
+    if slow:
+        problems.append(f"{len(slow)} request(s) in flight on the killed replica took more than "
+                        f"{CLEAN_FAILURE_SECONDS:g} s to fail (longest {max(_ended(r) for r in slow) - killed_at:.0f} s)")
+    freed_by = killed_at + LEASE_SECONDS + RENEW_EVERY_SECONDS
+    held = [r for r in unexplained_refusals(records, plan) if r.sent > killed_at]
+    late = [r for r in held if r.sent > freed_by]
+    if late:
+        problems.append(f"{len(late)} request(s) refused for concurrency their tenant was not using, more than "
+                        f"{freed_by - killed_at:.0f} s after the kill (last {late[-1].sent - killed_at:.0f} s after)")
+    redirected = sum(1 for r in records if r.gateway == dead and r.sent >= killed_at + KILL_SETTLE_SECONDS
+                     and r.status == 0)
+    seen = (f"{len(cut)} request(s) in flight on replica {dead} were cut, all within "
+            f"{max((_ended(r) - killed_at for r in cut), default=0):.1f} s of the kill; {redirected} sent to it "
+            f"afterwards were refused a connection and their clients moved on; the dead replica's slots refused "
+            f"{len(held)} request(s), the last {max((r.sent - killed_at for r in held), default=0):.0f} s after the kill")
+    if problems:
+        return Check("gateway-killed", False, "; ".join(problems) + f" ({seen})")
+    survivors = sum(1 for r in records if r.gateway != dead)
+    return Check("gateway-killed", True, f"{survivors} request(s) to the survivor, none failed; {seen}")
+
+
+def check_database_outage(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
+    """Keys keep authenticating while PostgreSQL is away (LiteLLM's key cache), no request hangs
+    for want of it, and once it is back every request is answered again. Spend written after
+    the outage is judged by spend-reconciles, as in every run."""
+    _, stopped_at = scenario.fault_at("stop-postgres")
+    back_at = stopped_at + OUTAGE_SECONDS
+    during = [r for r in records if stopped_at <= r.sent < back_at]
+    problems = []
+    unauthenticated = [r for r in records if r.status == 401]
+    if unauthenticated:
+        problems.append(f"{len(unauthenticated)} request(s) refused as unauthenticated (first at "
+                        f"{unauthenticated[0].sent - stopped_at:+.0f} s from the outage): {unauthenticated[0].error[:120]}")
+    hung = [r for r in records if r.status == 0]
+    if hung:
+        problems.append(f"{len(hung)} request(s) got no answer at all (first: {hung[0].error[:120]})")
+    after = [r for r in records if r.sent >= back_at + RECOVERY_SECONDS and _failed(r)]
+    if after:
+        problems.append(f"{len(after)} request(s) failed more than {RECOVERY_SECONDS:g} s after PostgreSQL was back "
+                        f"(first: {after[0].error[:120]})")
+    ok = sum(1 for r in during if r.ok)
+    seen = f"during the outage {ok} of {len(during)} request(s) were answered, {sum(map(_failed, during))} failed"
+    if problems:
+        return Check("database-outage", False, "; ".join(problems) + f" ({seen})")
+    return Check("database-outage", True, f"{seen}, each with a status and a message; keys kept authenticating; "
+                                          "every request after the recovery was answered")
+
+
+CHECKS = {
+    "gateway-killed": check_gateway_killed,
+    "database-outage": check_database_outage,
+}

@@ -1,0 +1,98 @@
+"""The fault scenarios' checks (tenantry/gate/fault_checks.py) on records made here, each failure
+they exist to catch made once; against the real stack: tests/local/test_faults_live.py."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tenantry.gate.fault_checks import check_database_outage, check_gateway_killed
+from tenantry.gate.records import Record
+from tenantry.gate.scenarios import scenario
+from tenantry.gateway.tenant_policy_ledger import LEASE_SECONDS
+from tenantry.stacks import plan_stack
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def plan():
+    local = plan_stack(ROOT / "stacks" / "local.yaml")
+    return dataclasses.replace(local, gateway=dataclasses.replace(local.gateway, replicas=2))
+
+
+def sent(at: float, gateway: int = 0, status: int = 200, e2e: float = 1.0, error: str = "", tenant: str = "acme",
+         shed: str = "") -> Record:
+    return Record(tenant, "guaranteed", "chat", "tiny", "s", at, True, status, e2e, error=error, gateway=gateway,
+                  shed=shed)
+
+
+KILLED_AT = 10.0  # the short version's first stage
+
+
+def healthy_run() -> list[Record]:
+    return [sent(t) for t in range(0, 70, 2)] + [
+        sent(KILLED_AT - 0.5, gateway=1, e2e=2.0, error="ChunkedEncodingError: connection broken"),  # cut mid-stream
+        sent(KILLED_AT + 1, gateway=1, status=0, e2e=0.01, error="ConnectionError: refused"),  # its client moved on
+        sent(KILLED_AT - 5, gateway=1)]
+
+
+AT_LIMIT = "tenant acme has 4 requests in flight, its limit is 4"
+
+
+def test_a_clean_kill_passes_and_says_what_happened(plan):
+    held = sent(KILLED_AT + 10, status=429, error=AT_LIMIT)  # within the lease: the dead replica's slot
+    check = check_gateway_killed([*healthy_run(), held], plan, scenario("gateway-killed", plan, short=True))
+    assert check.passed, check
+    assert ("1 request(s) in flight on replica 1 were cut, all within 1.5 s of the kill; 1 sent to it afterwards "
+            "were refused a connection") in check.detail
+    assert "the dead replica's slots refused 1 request(s), the last 10 s after the kill" in check.detail
+
+
+def test_a_refusal_at_the_limit_the_tenant_really_holds_is_not_a_held_slot(plan):
+    limit = plan.tenant("acme").max_concurrency
+    busy = [sent(KILLED_AT + 50, e2e=5.0) for _ in range(limit - 1)] + [sent(KILLED_AT + 49, e2e=1.5)]  # ended 0.5 s ago
+    refused = sent(KILLED_AT + 51, status=429, error=AT_LIMIT)
+    assert check_gateway_killed([*healthy_run(), *busy, refused], plan,
+                                scenario("gateway-killed", plan, short=True)).passed
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (sent(30, gateway=0, status=500, error="boom"), "1 request(s) to the surviving gateway(s) failed"),
+    (sent(30, gateway=0, status=200, error="the stream ended without [DONE]"), "to the surviving gateway(s) failed"),
+    (sent(KILLED_AT - 1, gateway=1, status=0, e2e=40.0, error="ReadTimeout"), "took more than 10 s to fail"),
+    (sent(KILLED_AT + LEASE_SECONDS + 15, status=429, error=AT_LIMIT), "refused for concurrency their tenant was not using"),
+])
+def test_each_loss_fails_the_kill(plan, extra, says):
+    check = check_gateway_killed([*healthy_run(), extra], plan, scenario("gateway-killed", plan, short=True))
+    assert not check.passed and says in check.detail
+
+
+def test_a_shed_or_a_rate_limit_after_the_lease_is_not_a_held_slot(plan):
+    late = KILLED_AT + LEASE_SECONDS + 15
+    for refusal in (sent(late, status=429, error="busy", shed="kv"), sent(late, status=429, error="Rate limit exceeded")):
+        assert check_gateway_killed([*healthy_run(), refusal], plan, scenario("gateway-killed", plan, short=True)).passed
+
+
+STOPPED_AT, BACK_AT = 10.0, 40.0
+
+
+def outage_run() -> list[Record]:
+    return [sent(t) for t in range(0, 90, 2)] + [sent(25, status=500, error="database unavailable")]
+
+
+def test_an_outage_served_from_the_key_cache_passes(plan):
+    check = check_database_outage(outage_run(), plan, scenario("database-outage", plan, short=True))
+    assert check.passed and "during the outage 15 of 16 request(s) were answered, 1 failed" in check.detail
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (sent(30, status=401, error="Authentication Error"), "refused as unauthenticated"),
+    (sent(30, status=0, error="ReadTimeout"), "got no answer at all"),
+    (sent(BACK_AT + 20, status=500, error="still broken"), "failed more than 15 s after PostgreSQL was back"),
+])
+def test_each_outage_loss_fails(plan, extra, says):
+    check = check_database_outage([*outage_run(), extra], plan, scenario("database-outage", plan, short=True))
+    assert not check.passed and says in check.detail
