@@ -71,7 +71,7 @@ def test_engine_failure_mid_run_is_served_by_the_fallback(gate):
     assert run.tenant("acme")["passed"] is True  # within its error SLO
     assert "engine tiny started again and healthy" in run.output
     actions = [a["action"] for a in run.verdict()["actions"]]
-    assert "stop engine tiny" in actions
+    assert "stop-engine tiny" in actions
 
 
 def test_cache_isolation_hits_only_where_salts_match(gate):

@@ -103,6 +103,22 @@ def run_tenantry(stack: RunningStack, *args: str, timeout: int = 120) -> subproc
                           env={**os.environ, "COLUMNS": "200"})
 
 
+def gateway_metric(stack: RunningStack, name: str, by: str = "", replica: int = 0, **labels: str) -> dict[str, float]:
+    """A metric family's samples summed by one label (`by`; "" sums them all) straight from one gateway
+    process's /metrics/: the counters of the process that served a test's requests, which a restart would
+    reset, where Prometheus can still show a restarted process's last values for five minutes."""
+    import re
+
+    text = httpx.get(f"{stack.up.gateway_urls[replica]}/metrics/",
+                     headers={"Authorization": f"Bearer {stack.master_key}"}, timeout=10).text
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith((name + "{", name + " ")) and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            key = (re.search(rf'{by}="([^"]*)"', line) or [None, ""])[1] if by else ""
+            totals[key] = totals.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return totals
+
+
 def chat(client: httpx.Client, model: str, content: str = "hello", max_tokens: int = 8, **extra) -> httpx.Response:
     return client.post("/v1/chat/completions", json={"model": model, "messages": [{"role": "user", "content": content}],
                                                       "max_tokens": max_tokens, **extra})

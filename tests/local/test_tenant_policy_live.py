@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tenantry.gateway import tenant_policy as tp
-from tests.local.conftest import stream_text
+from tests.local.conftest import gateway_metric, stream_text
 
 WORDS = ("tenant gateway engine model adapter budget quota priority cache salt token prompt output latency "
          "throughput request response batch queue slot memory cluster node pool replica spend key team").split()
@@ -106,12 +106,7 @@ def test_priority_and_salt_reach_vllm_and_forgeries_are_replaced(stack, route, s
 
 
 def _metric_total(stack, name: str, **labels: str) -> float:
-    text = httpx.get(f"{stack.url}/metrics/", headers={"Authorization": f"Bearer {stack.master_key}"}, timeout=10).text
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith((name + "{", name + " ")) and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    return sum(gateway_metric(stack, name, **labels).values())
 
 
 def test_overrides_and_admissions_are_counted(stack):
