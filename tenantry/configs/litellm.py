@@ -33,7 +33,9 @@ GATEWAY_ENVIRONMENT = {
 }
 """What every gateway process runs with, on Kubernetes and on the local stack, besides its secrets."""
 
-OPEN_ROUTES = ("/health/liveliness", "/health/readiness")
+LIVENESS_PATH = "/health/liveliness"
+READINESS_PATH = "/health/readiness"
+OPEN_ROUTES = (LIVENESS_PATH, READINESS_PATH)
 """What anyone reaches without a key: the probes of the kubelet and of the local stack (LiteLLM's
 liveness answers "I'm alive!", its readiness the status of the process and its database)."""
 

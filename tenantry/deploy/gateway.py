@@ -29,7 +29,14 @@ from tenantry.deploy.common import (
     spread_across_nodes,
 )
 from tenantry.plan.model import EnginePlan, Plan
-from tenantry.configs.litellm import GATEWAY_ENVIRONMENT, PLUGIN_FILES, litellm_config, tenant_policy_settings
+from tenantry.configs.litellm import (
+    GATEWAY_ENVIRONMENT,
+    LIVENESS_PATH,
+    PLUGIN_FILES,
+    READINESS_PATH,
+    litellm_config,
+    tenant_policy_settings,
+)
 from tenantry.configs.teams import desired_teams
 
 GATEWAY_DIR = Path(__file__).resolve().parent.parent / "gateway"
@@ -233,9 +240,9 @@ def _litellm_container(args: GatewayArgs) -> dict[str, Any]:
         "resources": resources(1.0, 2 * 2**30),
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
                          {"name": "tmp", "mountPath": "/tmp"}],
-        "startupProbe": {**probe, "httpGet": {"path": "/health/liveliness", "port": "http"}, "failureThreshold": 30},
-        "readinessProbe": {**probe, "httpGet": {"path": "/health/readiness", "port": "http"}, "failureThreshold": 3},
-        "livenessProbe": {**probe, "httpGet": {"path": "/health/liveliness", "port": "http"}, "failureThreshold": 6},
+        "startupProbe": {**probe, "httpGet": {"path": LIVENESS_PATH, "port": "http"}, "failureThreshold": 30},
+        "readinessProbe": {**probe, "httpGet": {"path": READINESS_PATH, "port": "http"}, "failureThreshold": 3},
+        "livenessProbe": {**probe, "httpGet": {"path": LIVENESS_PATH, "port": "http"}, "failureThreshold": 6},
         # LiteLLM writes its Prisma client and caches at start.
         "securityContext": restricted_container(read_only_root=False, user=LITELLM_USER),
     }

@@ -7,6 +7,7 @@ import re
 
 from tenantry.gate.records import Record
 from tenantry.gate.scenarios import OUTAGE_SECONDS, Scenario
+from tenantry.gate.spend import KILL_SETTLE_SECONDS
 from tenantry.gate.verdict import Check, is_shed
 from tenantry.gateway.tenant_policy_ledger import LEASE_SECONDS, RENEW_EVERY_SECONDS
 from tenantry.plan.model import Plan
@@ -14,8 +15,6 @@ from tenantry.plan.model import Plan
 CLEAN_FAILURE_SECONDS = 10.0
 """A request in flight on a gateway replica that dies must have failed within this of its death:
 the client sees the connection drop, not a hang."""
-KILL_SETTLE_SECONDS = 1.0
-"""The kill command runs as its stage starts; by this long after, the replica is gone."""
 RECOVERY_SECONDS = 15.0
 """After PostgreSQL is back, how long the gateway may take to use it again."""
 RELEASE_LAG_SECONDS = 2.0

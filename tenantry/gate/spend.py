@@ -22,6 +22,8 @@ from tenantry.showback import Period, ShowbackError, agrees, read_spend
 UNWRITTEN_BATCH_SECONDS = 10.0
 """LiteLLM's default `proxy_batch_write_at` (the local stack writes every 2 s): how far back a
 killed gateway replica's answers may still be waiting in its memory to be written, and are lost."""
+KILL_SETTLE_SECONDS = 1.0
+"""A kill command runs as its stage starts; by this long after, the process is gone."""
 WRITTEN_WITHIN_SECONDS = 90.0
 """LiteLLM writes spend every `proxy_batch_write_at` seconds (2 s on the local stack, 10 s by
 default); a run's last records are in PostgreSQL well within this, or they were lost."""
@@ -57,7 +59,8 @@ def at_risk(records: list[Record], killed: tuple[int, float] | None) -> list[Rec
     if killed is None:
         return []
     replica, at = killed
-    return [r for r in records if r.ok and r.gateway == replica and at - UNWRITTEN_BATCH_SECONDS <= r.sent + r.e2e <= at + 2]
+    return [r for r in records if r.ok and r.gateway == replica
+            and at - UNWRITTEN_BATCH_SECONDS <= r.sent + r.e2e <= at + KILL_SETTLE_SECONDS]
 
 
 def reconcile(records: list[Record], read_recorded: Callable[[], dict[str, tuple[int, float]]],

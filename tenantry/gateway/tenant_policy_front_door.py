@@ -67,8 +67,8 @@ class FrontDoor:
         limit = self.settings.max_request_bytes
         body = await _read_body(scope, receive, limit)
         if body is None:
-            await _respond(send, 413, f"request body larger than {limit} bytes, this gateway's limit (32 bytes for "
-                                      "each token of the longest context it serves)", "request_too_large")
+            await _respond(send, 413, f"request body larger than {limit} bytes, this gateway's limit for the longest "
+                                      "context it serves", "request_too_large")
         elif body.strip() and not body.lstrip().startswith(b"{"):
             # LiteLLM 1.108.7 answers a JSON array or scalar with a 500 from its key check.
             await _respond(send, 400, "the request body must be a JSON object", "invalid_request_error")

@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from tenantry.configs.litellm import LIVENESS_PATH
 from tenantry.local import credentials, services
 from tenantry.local.health import LocalStackError, http_ok
 from tenantry.local.layout import HOST, Layout, Ports
@@ -47,7 +48,7 @@ def side_gateway_log(layout: Layout, name: str) -> Path:
 
 def wait_side_gateway(layout: Layout, name: str, url: str, process: subprocess.Popen, seconds: float = 180) -> None:
     deadline = time.monotonic() + seconds
-    while not http_ok(f"{url}/health/liveliness"):
+    while not http_ok(f"{url}{LIVENESS_PATH}"):
         if time.monotonic() > deadline or process.poll() is not None:
             raise LocalStackError(f"a side gateway did not start on {url}: see {side_gateway_log(layout, name)}")
         time.sleep(1)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from tenantry.configs.teams import desired_teams
 from tenantry.gateway.reconciler import LiteLLM, reconcile
+from tenantry.configs.litellm import READINESS_PATH
 from tenantry.local import credentials, models, postgres, services
 from tenantry.local.alert_receiver import HEALTH_PATH as RECEIVER_HEALTH_PATH
 from tenantry.local.health import LocalStackError, http_ok, port_open, process_alive, wait_healthy
@@ -205,7 +206,7 @@ def _wait_until_serving(plan: Plan, layout: Layout, ports: Ports, step: Progress
     gateway_urls = [f"http://{HOST}:{port}" for port in ports.gateways]
     for replica, url in enumerate(gateway_urls):
         name = gateway_process(replica)
-        wait_healthy(name, lambda u=url: http_ok(f"{u}/health/readiness"), 180, layout.logs / f"{name}.log")
+        wait_healthy(name, lambda u=url: http_ok(f"{u}{READINESS_PATH}"), 180, layout.logs / f"{name}.log")
         step(f"{name} healthy on {url}")
     for name, path in MONITORING_HEALTH.items():
         url = f"http://{HOST}:{ports.by_process()[name]}{path}"
@@ -240,7 +241,7 @@ def _healthy(name: str, port: int | None) -> bool:
     if name.startswith("engine-"):
         return http_ok(f"http://{HOST}:{port}/health")
     if name.startswith("gateway"):
-        return http_ok(f"http://{HOST}:{port}/health/readiness")
+        return http_ok(f"http://{HOST}:{port}{READINESS_PATH}")
     if name in MONITORING_HEALTH:
         return http_ok(f"http://{HOST}:{port}{MONITORING_HEALTH[name]}")
     return port_open(port)
