@@ -1,4 +1,4 @@
-"""The checks of the fault scenarios (tenantry/gate/scenarios.py: gateway-killed, database-outage):
+"""The checks of the fault scenarios (tenantry/gate/scenarios.py: gateway-killed, database-outage, redis-outage):
 what was lost when a part of the stack failed under load. Each says what it saw in figures."""
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ RECOVERY_SECONDS = 15.0
 RELEASE_LAG_SECONDS = 2.0
 """A request's slot is released by LiteLLM's logging event a moment after its last byte; on the
 local stack's busy cores, up to this long."""
+ANSWER_LAG_SECONDS = 0.5
+"""A response's slot is released just before its last byte leaves the gateway: counting the requests
+a tenant had in flight from the client's side, a request ends this much earlier."""
 CONCURRENCY_REFUSAL = re.compile(r"has \d+ requests in flight, its limit is \d+")
 """The plugin's message for a refusal at the tenant's concurrency (tenant_policy_decision)."""
 
@@ -113,7 +116,60 @@ def check_database_outage(records: list[Record], plan: Plan, scenario: Scenario)
                                           "every request after the recovery was answered")
 
 
+def peak_in_flight(records: list[Record], tenant: str, start: float, end: float) -> int:
+    """The most answered requests of the tenant in flight at once, among those sent and ended within
+    [start, end] (each counted as ended ANSWER_LAG_SECONDS early)."""
+    spans = [(r.sent, _ended(r) - ANSWER_LAG_SECONDS) for r in records
+             if r.tenant == tenant and r.ok and start <= r.sent and _ended(r) <= end]
+    return max((sum(1 for s, e in spans if s <= sent < e) for sent, _ in spans), default=0)
+
+
+def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
+    """Admission's fail-safe while Redis is away (docs/platform.md: Admission): guaranteed tenants are
+    never refused for capacity and always answered (an engine's 5xx is reported: it is not admission's);
+    the other tiers are refused (429, X-Tenantry-Shed:
+    redis) from the first such refusal to the last (the gateway's own word on when Redis was away: a
+    stop command may take seconds); RECOVERY_SECONDS after Redis is back nobody is refused for it.
+    How many requests a guaranteed tenant had in flight is reported from the client's side, not
+    judged: LiteLLM's own Redis calls add seconds outside admission during an outage, so the client's
+    view overstates the gateway's count (the per-replica bound is the plugin's, tested on it)."""
+    _, stopped_at = scenario.fault_at("stop-redis")
+    back_at = stopped_at + OUTAGE_SECONDS
+    problems = []
+    blocked = [r for r in records if r.tier == "guaranteed" and (is_shed(r) or r.status == 0)]
+    if blocked:
+        problems.append(f"{len(blocked)} guaranteed request(s) refused for capacity or unanswered (first at "
+                        f"{blocked[0].sent - stopped_at:+.0f} s from the outage: {blocked[0].error[:120]})")
+    failed = [r for r in records if r.tier == "guaranteed" and _failed(r) and r.status != 0]
+    refused = sorted((r for r in records if r.shed == "redis"), key=lambda r: r.sent)
+    if not refused:
+        problems.append("no lower-tier request was refused for Redis: the outage was not seen")
+    away = (refused[0].sent, refused[-1].sent) if refused else (back_at, back_at)
+    served = [r for r in records if r.tier != "guaranteed" and away[0] < r.sent < away[1] and r.ok]
+    if served:
+        problems.append(f"{len(served)} {served[0].tier} request(s) served while Redis was away (first: "
+                        f"{served[0].tenant} at {served[0].sent - stopped_at:+.1f} s)")
+    late = [r for r in records if r.sent >= back_at + RECOVERY_SECONDS and (r.shed == "redis" or _failed(r))]
+    if late:
+        problems.append(f"{len(late)} request(s) refused for Redis or failed more than {RECOVERY_SECONDS:g} s after "
+                        f"it was back")
+    peaks = [f"{t.name} peaked at {peak_in_flight(records, t.name, *away)} in flight while Redis was away (bound "
+             f"{plan.gateway.replicas * t.max_concurrency}: {plan.gateway.replicas} replicas x {t.max_concurrency}), "
+             f"{peak_in_flight(records, t.name, back_at + RECOVERY_SECONDS, scenario.seconds)} after"
+             for t in plan.tenants if t.tier == "guaranteed"]
+    answers = sorted(r.e2e for r in refused)
+    seen = (f"Redis away from {away[0] - stopped_at:+.1f} s to {away[1] - stopped_at:+.1f} s of the stop: "
+            f"{len(refused)} lower-tier request(s) refused with X-Tenantry-Shed: redis (median answer "
+            f"{answers[len(answers) // 2] if answers else 0:.2f} s); " + "; ".join(peaks) + " (client's view)")
+    if failed:  # an engine's error reaches a guaranteed tenant with or without Redis: the SLO's business
+        seen += f"; {len(failed)} guaranteed request(s) failed on their way to the engine (first: {failed[0].error[:100]})"
+    if problems:
+        return Check("redis-outage", False, "; ".join(problems) + f" ({seen})")
+    return Check("redis-outage", True, f"no guaranteed request refused for capacity or left unanswered; {seen}")
+
+
 CHECKS = {
     "gateway-killed": check_gateway_killed,
     "database-outage": check_database_outage,
+    "redis-outage": check_redis_outage,
 }

@@ -227,16 +227,30 @@ def gateway_killed(plan: Plan, short: bool, tenant: str | None = None) -> Scenar
 OUTAGE_SECONDS = 30.0
 
 
+def _outage(name: str, stop: str, summary: str, loads: dict[str, Load], plan: Plan, short: bool) -> Scenario:
+    """A service stopped for OUTAGE_SECONDS after a first stage, then started, the same loads throughout."""
+    seconds = (10, OUTAGE_SECONDS, 30) if short else (60, OUTAGE_SECONDS, 150)
+    return Scenario(name, summary, (Stage("before", seconds[0], loads),
+                                    Stage("outage", seconds[1], loads, Fault(stop, seconds=OUTAGE_SECONDS)),
+                                    Stage("after", seconds[2], loads)),
+                    checks=(name,), not_judged=tuple(t.name for t in plan.tenants))
+
+
 def database_outage(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
     _guaranteed(plan, "database-outage")
+    return _outage("database-outage", "stop-postgres", f"PostgreSQL stops for {OUTAGE_SECONDS:g} s mid-run, then "
+                   "starts again; every tenant at half its contract",
+                   {t.name: steady_load(t) for t in plan.tenants}, plan, short)
+
+
+def redis_outage(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    guaranteed = _guaranteed(plan, "redis-outage")
     loads = {t.name: steady_load(t) for t in plan.tenants}
-    seconds = (10, OUTAGE_SECONDS, 30) if short else (60, OUTAGE_SECONDS, 150)
-    return Scenario("database-outage", f"PostgreSQL stops for {OUTAGE_SECONDS:g} s mid-run, then starts again; "
-                    "every tenant at half its contract",
-                    (Stage("before", seconds[0], loads),
-                     Stage("outage", seconds[1], loads, Fault("stop-postgres", seconds=OUTAGE_SECONDS)),
-                     Stage("after", seconds[2], loads)),
-                    checks=("database-outage",), not_judged=tuple(t.name for t in plan.tenants))
+    # Three times their concurrency, back to back: without Redis only each replica's own count holds them.
+    loads.update({t.name: Load(3 * t.max_concurrency, 0) for t in guaranteed})
+    return _outage("redis-outage", "stop-redis", f"Redis stops for {OUTAGE_SECONDS:g} s mid-run, then starts again; "
+                   "the guaranteed tenants send three times their concurrency back to back, the others at half "
+                   "their contract", loads, plan, short)
 
 
 RAMP_STEPS = (0.25, 0.5, 1.0, 1.5, 2.0)
@@ -260,6 +274,7 @@ SCENARIOS: dict[str, Callable[[Plan, bool, str | None], Scenario]] = {
     "engine-failure": engine_failure,
     "gateway-killed": gateway_killed,
     "database-outage": database_outage,
+    "redis-outage": redis_outage,
     "cache-isolation": cache_isolation,
     "ramp": ramp,
 }

@@ -47,10 +47,9 @@ import weakref
 from typing import Any
 
 # LiteLLM executes this file by its path and puts neither it in sys.modules nor
-# its folder on sys.path, so the neighbours are found by appending the folder
-# here: appended, they cannot shadow an installed module, and their prefixed
-# names are in no package (docs/decisions.md: The plugin's modules load as
-# neighbours).
+# its folder on sys.path, so the neighbours are found by appending the folder here: appended,
+# they cannot shadow an installed module, and their prefixed names are in no package
+# (docs/decisions.md: The plugin's modules load as neighbours).
 _FOLDER = os.path.dirname(os.path.abspath(__file__))
 if _FOLDER not in sys.path:
     sys.path.append(_FOLDER)
@@ -68,7 +67,7 @@ import tenant_policy_outcomes  # noqa: E402
 import tenant_policy_settings  # noqa: E402
 from tenant_policy_decision import RETRY_AFTER, Decision, decide  # noqa: E402
 from tenant_policy_engine_metrics import EngineMetrics  # noqa: E402
-from tenant_policy_ledger import Ledger, others_recent_key, reserved_set, shared_set, tenant_set  # noqa: E402
+from tenant_policy_ledger import Ledger, ReplicaCounts, others_recent_key, redis_from_environment, reserved_set, shared_set, tenant_set  # noqa: E402
 from tenant_policy_outcomes import Outcomes, registered  # noqa: E402
 from tenant_policy_settings import EngineSettings, PolicySettings, TenantSettings, load_settings  # noqa: E402
 
@@ -133,26 +132,21 @@ class TenantPolicy(CustomLogger):
         self.settings = settings if settings is not None else load_settings()
         self.model_engine = {m: name for name, e in self.settings.engines.items() for m in e.models}
         self._ledger = Ledger(redis) if redis is not None else None
+        self._replica_counts = ReplicaCounts()
         self.metrics = metrics or EngineMetrics(self.settings)
         self.outcomes = Outcomes(self.settings)
         # The claim each client request (its asyncio task) holds. When LiteLLM's
         # own rate limiter refuses a request after this hook admitted it, LiteLLM
         # retries the hooks on a fresh copy of the request for each fallback model
         # and drops the copies: their metadata, and the claims it names, with them.
-        self._task_claims: weakref.WeakKeyDictionary[asyncio.Task, tuple[str, list[str]]] = \
-            weakref.WeakKeyDictionary()
+        self._task_claims: weakref.WeakKeyDictionary[asyncio.Task, tuple[str, list[str]]] = weakref.WeakKeyDictionary()
         self._waiting_at_limit: dict[str, int] = {}
         """Requests of each tenant waiting here for one of its slots to free."""
 
     @property
     def ledger(self) -> Ledger:
         if self._ledger is None:  # on first use: the event loop it belongs to is running by then
-            import redis.asyncio as aioredis
-
-            self._ledger = Ledger(aioredis.Redis(
-                host=os.environ.get("REDIS_HOST", "127.0.0.1"), port=int(os.environ.get("REDIS_PORT", "6379")),
-                password=os.environ.get("REDIS_PASSWORD") or None, socket_timeout=1.0,
-            ))
+            self._ledger = Ledger(redis_from_environment())
         return self._ledger
 
     def tenant_of(self, user_api_key_dict: Any) -> tuple[str, TenantSettings] | None:
@@ -235,12 +229,7 @@ class TenantPolicy(CustomLogger):
         try:
             decision, held = await self._claim_slots(name, tenant, engine, request_id)
         except (RedisError, OSError) as error:
-            log.warning("tenantry: Redis unavailable (%s); admitting by tier without counters", error)
-            FAILSAFE.labels(engine=engine, tier=tenant.tier, cause="redis").inc()
-            if tenant.tier == "guaranteed":
-                return
-            raise _refuse(429, f"admission state unavailable: {tenant.tier} traffic paused", "rate_limit_error",
-                          RETRY_AFTER["metrics"], shed="redis") from None
+            decision, held = self._admit_without_redis(name, tenant, engine, request_id, error), {}
         ADMISSIONS.labels(tenant=name, tier=tenant.tier, engine=engine,
                           decision="admitted" if decision.admit else "shed", reason=decision.reason).inc()
         if not decision.admit:
@@ -252,6 +241,18 @@ class TenantPolicy(CustomLogger):
         task = asyncio.current_task()
         if task is not None:
             self._task_claims[task] = (request_id, list(held))
+
+    def _admit_without_redis(self, name: str, tenant: TenantSettings, engine: str, request_id: str, error: Exception):
+        """Redis away: guaranteed up to its max_concurrency on this replica, the others refused (docs/platform.md)."""
+        log.warning("tenantry: Redis unavailable (%s); admitting by tier, counted on this replica", error)
+        FAILSAFE.labels(engine=engine, tier=tenant.tier, cause="redis").inc()
+        if tenant.tier != "guaranteed":
+            raise _refuse(429, f"admission state unavailable: {tenant.tier} traffic paused", "rate_limit_error",
+                          RETRY_AFTER["metrics"], shed="redis") from None
+        limit = tenant.max_concurrency
+        return Decision(True, "redis-unavailable") if self._replica_counts.claim(request_id, name, limit) else Decision(
+            False, "concurrency", message=f"tenant {name} has {limit} requests in flight, its limit is {limit} "
+            "(counted on this gateway replica: Redis is unavailable)", retry_after=RETRY_AFTER["concurrency"])
 
     async def _claim_slots(self, name: str, tenant: TenantSettings, engine: str,
                            request_id: str) -> tuple[Decision, dict[str, int]]:
@@ -348,6 +349,7 @@ class TenantPolicy(CustomLogger):
         # Popped: the first release of a request does the work, the later
         # ones (logging events, when they see the same metadata) cost nothing.
         request_id, held = metadata.pop(REQUEST_ID, None), metadata.pop(HELD_SLOTS, None)
+        self._replica_counts.remove(request_id)
         if request_id and held:
             try:
                 await self.ledger.remove(request_id, *held)

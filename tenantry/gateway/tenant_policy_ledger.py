@@ -10,9 +10,12 @@ count (docs/decisions.md: Slots are leases a live replica renews)."""
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
+
+from redis.exceptions import RedisError
 
 LEASE_SECONDS = 30.0
 RENEW_EVERY_SECONDS = 10.0
@@ -21,8 +24,24 @@ request's slot lapses."""
 HELD_AT_MOST_SECONDS = 900.0
 """No request is renewed past this age (LiteLLM's request timeout is 600 s): a claim this replica
 failed to release lapses on its own."""
+AWAY_SECONDS = 1.0
+"""After Redis failed a count or a claim, how long the ledger says it is away without asking:
+a request during an outage is decided at once instead of each waiting on its own connect."""
 
 log = logging.getLogger("tenantry.tenant_policy")
+
+
+def redis_from_environment() -> Any:
+    """The gateway's Redis (REDIS_HOST, REDIS_PORT, REDIS_PASSWORD, as LiteLLM reads them). One quick
+    retry for a dropped pooled connection and no backoff: redis-py 8's default (10 retries with
+    exponential backoff) kept every request of a Redis outage waiting 3.3 s before the fail-safe."""
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    return aioredis.Redis(host=os.environ.get("REDIS_HOST", "127.0.0.1"), port=int(os.environ.get("REDIS_PORT", "6379")),
+                          password=os.environ.get("REDIS_PASSWORD") or None, socket_timeout=1.0,
+                          socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 1))
 
 
 class Ledger:
@@ -47,6 +66,18 @@ class Ledger:
         self.held: dict[str, tuple[tuple[str, ...], float]] = {}
         """This replica's requests in flight, their sets and when each was claimed: the leases it renews."""
         self._renewing: asyncio.Task | None = None
+        self.away_until = 0.0
+
+    async def _execute(self, work: Callable[[], Any]) -> Any:
+        """Run a pipeline or script call, unless Redis failed within AWAY_SECONDS (ConnectionError,
+        an OSError, as the plugin's fail-safe expects)."""
+        if self.clock() < self.away_until:
+            raise ConnectionError("Redis failed a moment ago; not asked again yet")
+        try:
+            return await work()
+        except (RedisError, OSError):
+            self.away_until = self.clock() + AWAY_SECONDS
+            raise
 
     async def counts(self, *sets: str, others_mark: tuple[str, float] | None = None,
                      others_key: str | None = None) -> tuple[list[int], bool]:
@@ -62,7 +93,7 @@ class Ledger:
             pipe.set(others_mark[0], 1, px=max(1, int(others_mark[1] * 1000)))
         if others_key:
             pipe.exists(others_key)
-        replies = await pipe.execute()
+        replies = await self._execute(pipe.execute)
         return [int(n) for n in replies[1:2 * len(sets):2]], bool(others_key and replies[-1])
 
     async def claim(self, request_id: str, limits: dict[str, int]) -> bool:
@@ -70,8 +101,9 @@ class Ledger:
         taken is renewed from then on until it is removed."""
         now = self.clock()
         sets = list(limits)
-        taken = bool(await self._claim(keys=sets, args=[now, now + LEASE_SECONDS, int(LEASE_SECONDS) + 1, request_id,
-                                                        *(limits[name] for name in sets)]))
+        taken = bool(await self._execute(lambda: self._claim(
+            keys=sets, args=[now, now + LEASE_SECONDS, int(LEASE_SECONDS) + 1, request_id,
+                             *(limits[name] for name in sets)])))
         if taken:
             self.held[request_id] = (tuple(sets), now)
             if self._renewing is None or self._renewing.done():
@@ -109,6 +141,28 @@ class Ledger:
                 await self.renew()
             except Exception as error:  # noqa: BLE001 - Redis away: the claims lapse, admission's fail-safe decides
                 log.warning("tenantry: could not renew %d slot leases in Redis: %s", len(self.held), error)
+
+
+class ReplicaCounts:
+    """Requests in flight per tenant on this replica alone: admission's fail-safe while Redis is
+    away, so a guaranteed tenant admitted without the shared ledger is still held to its
+    max_concurrency on each replica (at most replicas x max_concurrency in all)."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, str] = {}
+        """Request id -> tenant."""
+
+    def count(self, tenant: str) -> int:
+        return sum(1 for holder in self.held.values() if holder == tenant)
+
+    def claim(self, request_id: str, tenant: str, limit: int) -> bool:
+        if self.count(tenant) >= limit:
+            return False
+        self.held[request_id] = tenant
+        return True
+
+    def remove(self, request_id: str) -> None:
+        self.held.pop(request_id, None)
 
 
 # One hash tag for every set: a claim touches several, and Redis Cluster runs a

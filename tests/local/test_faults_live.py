@@ -1,8 +1,8 @@
 """The gate's fault scenarios against the tests' stack (two gateway replicas sharing Redis and
 PostgreSQL), each in its short version through `tenantry gate`, as QA runs it: what a killed
-gateway replica and a PostgreSQL outage cost the tenants, and whether every tenant was still
+gateway replica, a PostgreSQL outage and a Redis outage cost the tenants, and whether every tenant was still
 charged what it was served. The stack is healthy again after each (supervisord restarts a killed
-process; the scenario starts PostgreSQL again)."""
+process; the scenarios start PostgreSQL and Redis again)."""
 
 from __future__ import annotations
 
@@ -69,3 +69,10 @@ def test_a_database_outage_keeps_keys_working_and_loses_no_spend(stack, tmp_path
     actions = [a["action"] for a in verdict["actions"]]
     assert actions.count("stop-postgres for 30 s") == 1 and "start-postgres" in actions, verdict["actions"]
     assert "except" not in _check(verdict, "spend-reconciles")["detail"]  # nothing lost, not even with a reason
+
+
+def test_a_redis_outage_keeps_guaranteed_tenants_served_within_a_bound_and_refuses_the_others(stack, tmp_path):
+    verdict = _passes(stack, tmp_path, "redis-outage")
+    actions = [a["action"] for a in verdict["actions"]]
+    assert actions.count("stop-redis for 30 s") == 1 and "start-redis" in actions, verdict["actions"]
+    assert "lower-tier request(s) refused with X-Tenantry-Shed: redis" in _check(verdict, "redis-outage")["detail"]

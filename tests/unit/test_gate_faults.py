@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.gate.fault_checks import check_database_outage, check_gateway_killed
+from tenantry.gate.fault_checks import check_database_outage, check_gateway_killed, check_redis_outage
 from tenantry.gate.records import Record
 from tenantry.gate.scenarios import scenario
 from tenantry.gateway.tenant_policy_ledger import LEASE_SECONDS
@@ -96,3 +96,51 @@ def test_an_outage_served_from_the_key_cache_passes(plan):
 def test_each_outage_loss_fails(plan, extra, says):
     check = check_database_outage([*outage_run(), extra], plan, scenario("database-outage", plan, short=True))
     assert not check.passed and says in check.detail
+
+
+REDIS_AWAY = "admission state unavailable: best-effort traffic paused"
+
+
+def lower(at: float, status: int = 429, shed: str = "redis", error: str = REDIS_AWAY) -> Record:
+    return Record("globex", "best-effort", "chat", "tiny", "s", at, True, status, 0.3, error=error, shed=shed)
+
+
+def redis_outage_run() -> list[Record]:
+    guaranteed = [sent(t, e2e=1.5) for t in range(0, 70, 1)]  # one or two in flight at a time
+    best_effort = [lower(t, status=200, shed="", error="") for t in (2, 6, 55, 65)] + [lower(t) for t in (15, 25, 35)]
+    return guaranteed + best_effort
+
+
+def together(at: float, n: int) -> list[Record]:
+    return [sent(at + i * 0.01, e2e=3.0) for i in range(n)]
+
+
+def test_a_redis_outage_within_the_fail_safe_passes(plan):
+    check = check_redis_outage([*redis_outage_run(), *together(20, 6)], plan,
+                               scenario("redis-outage", plan, short=True))
+    assert check.passed, check
+    assert "Redis away from +5.0 s to +25.0 s of the stop: 3 lower-tier request(s) refused" in check.detail
+    assert "acme peaked at 7 in flight while Redis was away (bound 8: 2 replicas x 4), 1 after" in check.detail
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    ([sent(20, status=429, error="busy", shed="redis")], "1 guaranteed request(s) refused for capacity or unanswered"),
+    ([sent(20, status=0, error="ReadTimeout")], "1 guaranteed request(s) refused for capacity or unanswered"),
+    ([lower(20, status=200, shed="", error="")], "1 best-effort request(s) served while Redis was away"),
+    ([lower(BACK_AT + 20)], "refused for Redis or failed more than 15 s after it was back"),
+])
+def test_each_fail_safe_breach_fails_the_redis_outage(plan, extra, says):
+    check = check_redis_outage([*redis_outage_run(), *extra], plan, scenario("redis-outage", plan, short=True))
+    assert not check.passed and says in check.detail, check
+
+
+def test_an_outage_nobody_was_refused_for_was_not_seen(plan):
+    unseen = [r for r in redis_outage_run() if r.shed != "redis"]
+    check = check_redis_outage(unseen, plan, scenario("redis-outage", plan, short=True))
+    assert not check.passed and "the outage was not seen" in check.detail
+
+
+def test_an_engine_error_of_a_guaranteed_request_is_reported_not_judged(plan):
+    engine_error = sent(20, status=500, error="Hosted_vllmException - Can not write request body")
+    check = check_redis_outage([*redis_outage_run(), engine_error], plan, scenario("redis-outage", plan, short=True))
+    assert check.passed and "1 guaranteed request(s) failed on their way to the engine" in check.detail

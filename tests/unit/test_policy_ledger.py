@@ -108,3 +108,39 @@ def test_a_claim_starts_the_renewal_and_it_ends_with_the_last_request(redis_url)
     assert task is not None and not task.done()
     run(replica.remove("one", *limits))
     task.cancel()
+
+
+def test_after_redis_fails_the_ledger_answers_at_once_for_a_moment_then_asks_again(redis_url):
+    import redis.asyncio as aioredis
+    from redis.exceptions import RedisError
+
+    unavailable = (RedisError, OSError)  # what the plugin's fail-safe catches
+    clock = Clock()
+    connects = []
+    gone = aioredis.Redis(host="127.0.0.1", port=9, socket_timeout=0.2, retry=None)
+    original = gone.connection_pool.get_connection
+
+    async def counted(*args, **kwargs):
+        connects.append(clock.now)
+        return await original(*args, **kwargs)
+
+    gone.connection_pool.get_connection = counted
+    replica = ledger.Ledger(gone, clock=clock)
+    limits = {ledger.tenant_set("acme"): 1}
+    for attempt in (lambda: replica.counts(*limits), lambda: replica.claim("one", limits)):
+        with pytest.raises(unavailable):
+            run(attempt())
+    assert len(connects) == 1  # the claim, a moment later, did not try Redis again
+    clock.now += ledger.AWAY_SECONDS
+    with pytest.raises(unavailable):
+        run(replica.counts(*limits))
+    assert len(connects) == 2
+
+
+def test_the_gateways_redis_client_retries_once_without_backoff(monkeypatch):
+    from redis.backoff import NoBackoff
+
+    monkeypatch.setenv("REDIS_PORT", "9")
+    client = ledger.redis_from_environment()
+    retry = client.get_retry()
+    assert retry._retries == 1 and isinstance(retry._backoff, NoBackoff)
