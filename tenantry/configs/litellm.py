@@ -88,6 +88,7 @@ def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[st
             "master_key": "os.environ/LITELLM_MASTER_KEY",
             "database_url": "os.environ/DATABASE_URL",
             "store_model_in_db": False,
+            "proxy_batch_write_at": plan.gateway.spend_write_seconds,
             # A refused or failed request is counted in Prometheus (by tenant, reason and status),
             # not written to PostgreSQL: LiteLLM's error log is a spend-log row per failure, so a
             # tenant flooding refused requests would turn its flood into database writes and

@@ -144,7 +144,8 @@ def _reconciled(prepared: Prepared, database_url: str, since: datetime, out: Pat
     records, killed = read_records(out), prepared.scenario.fault_at("kill-gateway")
     check = reconcile(records + read_records(out, WARM_UP_JSONL),
                       lambda: recorded_by_tenant(prepared.plan, database_url, since),
-                      lost_with_a_replica=at_risk(records, (int(killed[0].subject), killed[1]) if killed else None))
+                      lost_with_a_replica=at_risk(records, (int(killed[0].subject), killed[1]) if killed else None,
+                                                  prepared.plan.gateway.spend_write_seconds))
     verdict = {**verdict, "checks": [*verdict["checks"], asdict(check)], "passed": verdict["passed"] and check.passed}
     (out / VERDICT_JSON).write_text(json.dumps(verdict, indent=1), encoding="utf-8")
     return verdict, exit_code if check.passed else max(exit_code, 1)

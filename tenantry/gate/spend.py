@@ -19,14 +19,11 @@ from tenantry.gate.verdict import Check
 from tenantry.plan.model import Plan
 from tenantry.showback import Period, ShowbackError, agrees, read_spend
 
-UNWRITTEN_BATCH_SECONDS = 10.0
-"""LiteLLM's default `proxy_batch_write_at` (the local stack writes every 2 s): how far back a
-killed gateway replica's answers may still be waiting in its memory to be written, and are lost."""
 KILL_SETTLE_SECONDS = 1.0
 """A kill command runs as its stage starts; by this long after, the process is gone."""
 WRITTEN_WITHIN_SECONDS = 90.0
-"""LiteLLM writes spend every `proxy_batch_write_at` seconds (2 s on the local stack, 10 s by
-default); a run's last records are in PostgreSQL well within this, or they were lost."""
+"""LiteLLM writes spend every `proxy_batch_write_at` seconds (the Plan's gateway.spend_write_seconds);
+a run's last records are in PostgreSQL well within this, or they were lost."""
 
 
 def served_by_tenant(records: list[Record]) -> dict[str, tuple[int, float, int]]:
@@ -53,14 +50,16 @@ def recorded_by_tenant(plan: Plan, database_url: str, since: datetime) -> dict[s
     return {tenant: (int(n), usd) for tenant, (n, usd) in totals.items()}
 
 
-def at_risk(records: list[Record], killed: tuple[int, float] | None) -> list[Record]:
-    """Answers of a gateway replica killed at a moment (its index, seconds into the run) in its
-    last unwritten batch: their spend can die with it (docs/decisions.md: Every gate run reconciles spend)."""
+def at_risk(records: list[Record], killed: tuple[int, float] | None, batch_seconds: float) -> list[Record]:
+    """Answers of a gateway replica killed at a moment (its index, seconds into the run) that may not
+    have been written: those of its last two batches, `batch_seconds` each (the Plan's
+    gateway.spend_write_seconds), the one waiting and one being written when it died. Their spend can
+    die with it (docs/decisions.md: Every gate run reconciles spend)."""
     if killed is None:
         return []
     replica, at = killed
     return [r for r in records if r.ok and r.gateway == replica
-            and at - UNWRITTEN_BATCH_SECONDS <= r.sent + r.e2e <= at + KILL_SETTLE_SECONDS]
+            and at - 2 * batch_seconds <= r.sent + r.e2e <= at + KILL_SETTLE_SECONDS]
 
 
 def reconcile(records: list[Record], read_recorded: Callable[[], dict[str, tuple[int, float]]],

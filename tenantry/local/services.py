@@ -96,9 +96,6 @@ def gateway_files(plan: Plan, layout: Layout, ports: Ports) -> None:
         return f"http://{HOST}:{ports.engines[engine.name]}/v1"
 
     config = litellm_config(plan, api_base)
-    # Spend reaches PostgreSQL every few seconds rather than every minute, so
-    # a budget bites promptly on a stack this small.
-    config["general_settings"]["proxy_batch_write_at"] = 2
     (layout.gateway / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     metrics_urls = {e.name: [f"http://{HOST}:{ports.engines[e.name]}/metrics"] for e in plan.engines}
     (layout.gateway / "tenant-policy.json").write_text(

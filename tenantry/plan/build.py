@@ -101,7 +101,13 @@ def _plan_gateway(spec: Spec, engines: tuple[EnginePlan, ...]) -> GatewayPlan:
         # (docs/decisions.md: The gateway does not cut a repeating stream).
         repeated_chunk_limit=longest_context + 1,
         max_request_bytes=REQUEST_BYTES_PER_TOKEN * longest_context + REQUEST_BYTES_BESIDE_THE_PROMPT,
+        spend_write_seconds=SPEND_WRITE_SECONDS,
     )
+
+
+SPEND_WRITE_SECONDS = 2
+"""LiteLLM's default is 10 s; a replica killed mid-run loses the spend of its last interval (docs/decisions.md:
+Every gate run reconciles spend), and a write every 2 s per replica is a handful of upserts a second."""
 
 
 REQUEST_BYTES_PER_TOKEN = 32

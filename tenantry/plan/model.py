@@ -289,6 +289,10 @@ class GatewayPlan:
     cut random-weight models' streams on the local stack, and on real models it would end
     legitimate repetitive output (tables, padded arrays) as a fault after the tokens were
     served."""
+    spend_write_seconds: int
+    """How often each gateway replica writes the spend it counted in memory to PostgreSQL
+    (LiteLLM's `proxy_batch_write_at`): what a replica killed mid-run can take with it, and
+    how soon a budget's spend is in the database."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,7 +28,7 @@ WARM_UP_REQUESTS = 60
 the key's cached budget pass well before the tenant reaches 100 %."""
 REQUEST_EVERY_SECONDS = 15
 BATCH_WRITE_SECONDS = 10
-"""How often spend reaches PostgreSQL: LiteLLM's default proxy_batch_write_at (the local stack's is 2 s)."""
+"""How often spend reaches PostgreSQL at most: LiteLLM's default proxy_batch_write_at (the Plan's is 2 s)."""
 PATIENCE_SECONDS = 420
 """LiteLLM's key cache (60 s), the objectives' group (once a minute), the alert's `for` (1m), Alertmanager's
 group_wait, on a 2-core machine busy with engines."""

@@ -71,7 +71,7 @@ def test_only_the_killed_replicas_last_unwritten_answers_may_go_uncharged():
     from tenantry.gate.spend import at_risk
 
     records = [answered_on(0, 30.0), answered_on(1, 15.0), answered_on(1, 27.0), answered_on(1, 33.0)]
-    risked = at_risk(records, (1, 28.0))  # replica 1 killed 28 s in: its answers of the last 10 s
+    risked = at_risk(records, (1, 28.0), batch_seconds=5)  # replica 1 killed 28 s in: its answers of the last 10 s
     assert risked == [records[2]]
     check = reconcile(records, lambda: {"acme": (3, 0.003)}, sleep=never_sleep, lost_with_a_replica=risked)
     assert check.passed and "lost with it: acme 1 ($0.00100000)" in check.detail
