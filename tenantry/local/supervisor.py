@@ -60,12 +60,14 @@ def stop_engine(layout: Layout, engine: str) -> None:
 
 
 def restart_engine_if_stopped(layout: Layout, plan: Plan, engine: str, seconds: float = 240) -> bool:
-    """Start an engine supervisor is not running (a test or the gate stopped it) and
-    wait until it is healthy; True when it had to be started."""
-    if "RUNNING" in supervisorctl(layout, "status", engine_process(engine), check=False):
-        return False
-    supervisorctl(layout, "start", engine_process(engine), check=False)
+    """Start an engine supervisor is not running (a test or the gate stopped it), or let one it is
+    starting again (a killed engine) load, and wait until it is healthy; True when it was not."""
     port = layout.ports(plan).engines[engine]
+    if http_ok(f"http://{HOST}:{port}/health"):
+        return False
+    if not any(state in supervisorctl(layout, "status", engine_process(engine), check=False)
+               for state in ("RUNNING", "STARTING", "BACKOFF")):
+        supervisorctl(layout, "start", engine_process(engine), check=False)
     wait_healthy(f"engine {engine}", lambda: http_ok(f"http://{HOST}:{port}/health"), seconds,
                  layout.logs / f"{engine_process(engine)}.log")
     return True

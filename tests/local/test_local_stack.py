@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tenantry.gateway.reconciler import LiteLLM, reconcile
 from tenantry.local import stack as local
 from tenantry.local.health import process_alive
 from tenantry.local.models import job_for
+from tenantry.local.supervisor import fault_commands, restart_engine_if_stopped
 from tenantry.configs.teams import desired_teams
 from tenantry.stacks import plan_stack
 from tests.local.conftest import SPEC, chat, stream_text
@@ -57,18 +59,22 @@ def test_every_token_the_local_models_can_generate_decodes_to_visible_text(stack
         assert invisible == [], f"engine {engine.name}: ids that decode to no visible text: {invisible[:20]}"
 
 
+def _longest_token(stack, engine: str) -> int:
+    """The engine's token with the longest text: biased towards, the engine says nothing else, EOS included."""
+    from tokenizers import Tokenizer
+
+    model_dir = Path(job_for(stack.up.plan.engine(engine), stack.layout.models)["model_dir"])
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    return max(tokenizer.get_vocab().values(), key=lambda i: len(tokenizer.decode([i])))
+
+
 def test_a_stream_repeating_one_chunk_is_never_cut_by_the_gateway(stack):
     """LiteLLM ends a stream with a 500 after 100 identical chunks in a row unless told otherwise; the Plan sets
     its limit beyond any stream (docs/decisions.md: The gateway does not cut a repeating stream). The engine is
     made to repeat its longest token with a logit bias, for more chunks than LiteLLM's default allows."""
-    from tokenizers import Tokenizer
-
-    engine = stack.up.plan.engine("tiny")
-    tokenizer = Tokenizer.from_file(str(Path(job_for(engine, stack.layout.models)["model_dir"]) / "tokenizer.json"))
-    token = max(tokenizer.get_vocab().values(), key=lambda i: len(tokenizer.decode([i])))
     with stack.client("acme") as acme, acme.stream("POST", "/v1/chat/completions", json={
             "model": "tiny", "messages": [{"role": "user", "content": "repeat"}], "max_tokens": 150, "stream": True,
-            "logit_bias": {str(token): 100}}) as response:
+            "logit_bias": {str(_longest_token(stack, "tiny")): 100}}) as response:
         assert response.status_code == 200
         chunks = stream_text(response)
     assert not [c for c in chunks if "error" in c], [c for c in chunks if "error" in c]
@@ -110,37 +116,61 @@ def _thrifty(admin: httpx.Client) -> dict:
     return next(t for t in admin.get("/team/list").json() if t["team_alias"] == "thrifty")
 
 
-def test_a_spent_budget_stops_the_tenant(stack):
+def _stream_priced(stack, tenant: str, model: str, prices: dict) -> tuple[int, float, str]:
+    """One streamed request: its status, the cost of its usage at the Plan's prices (0 without an
+    answer), and the refusal's text."""
+    body = {"model": model, "messages": [{"role": "user", "content": "spend some money " * 8}], "max_tokens": 16,
+            "stream": True, "stream_options": {"include_usage": True}}
+    with stack.client(tenant) as client, client.stream("POST", "/v1/chat/completions", json=body) as answer:
+        if answer.status_code != 200:
+            return answer.status_code, 0.0, answer.read().decode()
+        chunks = stream_text(answer)
+    usage = next(c for c in reversed(chunks) if c.get("usage"))
+    served = prices[usage["model"]]
+    return 200, served.cost(usage["usage"]["prompt_tokens"], usage["usage"]["completion_tokens"]), ""
+
+
+def test_a_budget_spent_mid_run_stops_the_tenant_and_every_stream_in_flight_is_charged(stack):
     """thrifty's budget is a few requests. Earlier gate runs on this stack may have spent it, so the test gives
-    it a fresh allowance of that size above what it has spent, and restores the budget after."""
+    it a fresh allowance of that size above what it has spent, and restores the budget after. Streams go two
+    at a time (its max_concurrency), so the budget runs out with streams in flight: each answered one is still
+    charged, and the spend recorded is what was served, never less."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tenantry.showback import model_prices
+
+    prices = model_prices(stack.up.plan)
     budget = stack.up.plan.tenant("thrifty").budget_usd
-    with stack.client() as admin, stack.client("thrifty") as client:
+    with stack.client() as admin:
         team = _thrifty(admin)
+        spent_before = team["spend"]
         assert admin.post("/team/update", json={"team_id": team["team_id"],
-                                                "max_budget": team["spend"] + budget}).status_code == 200
+                                                "max_budget": spent_before + budget}).status_code == 200
         try:
-            codes = []
+            results: list[tuple[int, float, str]] = []
             deadline = time.monotonic() + 90  # LiteLLM's cached team takes up to a minute to see the allowance
-            while time.monotonic() < deadline and codes[-1:] != [200]:
-                codes = [chat(client, "micro", "spend some money " * 8, max_tokens=16).status_code]
+            while time.monotonic() < deadline and not any(status == 200 for status, _, _ in results):
+                results = [_stream_priced(stack, "thrifty", "micro", prices)]
                 time.sleep(2)
             deadline = time.monotonic() + 90
-            while codes[-1] == 200 and time.monotonic() < deadline and len(codes) < 40:
-                answer = chat(client, "micro", "spend some money " * 8, max_tokens=16)
-                codes.append(answer.status_code)
-                if answer.status_code != 200:
-                    assert "budget" in answer.text.lower(), answer.text
-                time.sleep(1)  # spend reaches the database every few seconds
-            # LiteLLM 1.108 answers an exceeded budget with 422 and type budget_exceeded.
-            assert codes[0] == 200 and codes[-1] in (400, 422, 429), codes
+            with ThreadPoolExecutor(2) as pool:
+                while results[-1][0] == 200 and time.monotonic() < deadline and len(results) < 60:
+                    results += pool.map(lambda _: _stream_priced(stack, "thrifty", "micro", prices), range(2))
+                    time.sleep(1)  # spend reaches the database every few seconds
+            statuses = [status for status, _, _ in results]
+            # LiteLLM 1.108 answers an exceeded budget with 400 (or 422) and type budget_exceeded.
+            assert statuses[0] == 200 and statuses[-1] in (400, 422, 429), statuses
+            assert "budget" in results[-1][2].lower(), results[-1][2]
+            served_usd = sum(cost for _, cost, _ in results)
             # The refusal came from spend LiteLLM counts in memory; the database gets it in batches.
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 team = _thrifty(admin)
-                if team["spend"] > team["max_budget"]:
+                if team["spend"] - spent_before >= served_usd * (1 - 1e-9):
                     break
                 time.sleep(2)
             assert team["spend"] > team["max_budget"], team
+            assert team["spend"] - spent_before == pytest.approx(served_usd, rel=1e-6), (team, statuses)
         finally:
             admin.post("/team/update", json={"team_id": team["team_id"], "max_budget": budget})
 
@@ -168,6 +198,42 @@ def test_the_reconciler_is_idempotent_updates_quotas_and_blocks_removed_tenants(
     assert {(a.verb, a.tenant) for a in restored} == {("unblock-key", "initech")}
     with stack.client("initech") as initech:
         assert chat(initech, "tiny").status_code == 200
+
+
+def _rotate(admin: LiteLLM, plan, keys: dict[str, str], tenant: str, old: str, new: str, retired_alias: str) -> None:
+    """runbooks/procedures/rotate-a-tenant-key.md on the local stack: free the old key's alias, register the new
+    key with the reconciler (as after `pulumi up --replace` of the tenant's password)."""
+    admin.call("POST", "/key/update", {"key": old, "key_alias": retired_alias})
+    actions = reconcile(admin, desired_teams(plan), {**keys, tenant: new})
+    assert [(a.verb, a.tenant) for a in actions] == [("create-key", tenant)], actions
+
+
+def test_a_key_rotated_by_the_runbook_keeps_the_tenant_served_throughout(stack):
+    """Both keys work between registering the new one and blocking the old; after the block only the new one
+    does, as the tenant with its own team, models and limits. The test then rotates back the same way."""
+    import secrets
+
+    admin, plan, keys = LiteLLM(stack.url, stack.master_key), plan_stack(str(SPEC)), dict(stack.up.keys)
+    original, rotated = keys["globex"], "sk-" + secrets.token_urlsafe(24)
+
+    def served(key: str) -> int:
+        with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
+            return chat(client, "micro").status_code
+
+    try:
+        _rotate(admin, plan, keys, "globex", original, rotated, "globex-retired-test")
+        assert (served(original), served(rotated)) == (200, 200)  # the tenant switches without an outage
+        info = admin.key_info(rotated)
+        assert info["key_alias"] == "globex" and info["team_id"] == admin.key_info(original)["team_id"], info
+        admin.call("POST", "/key/block", {"key": original})
+        assert (served(original), served(rotated)) == (401, 200)
+    finally:  # back to the stack's own key, so later tests keep theirs
+        admin.call("POST", "/key/update", {"key": rotated, "key_alias": "globex-rotated-test"})
+        admin.call("POST", "/key/update", {"key": original, "key_alias": "globex"})
+        admin.call("POST", "/key/unblock", {"key": original})
+        admin.call("POST", "/key/block", {"key": rotated})
+    assert reconcile(admin, desired_teams(plan), keys) == []  # the stack's keys as the reconciler wants them
+    assert (served(original), served(rotated)) == (200, 401)
 
 
 def test_keys_file_is_private(stack):
@@ -213,16 +279,40 @@ def test_an_engine_serves_a_one_token_prompt_as_its_very_first_request(stack):
     assert httpx.get(f"{stack.engine_url('micro')}/health", timeout=10).status_code == 200
 
 
-def test_a_stopped_engine_falls_back(stack):
-    with stack.engine_stopped("tiny"), stack.client("acme") as client:
-        answer = chat(client, "tiny")
-        assert answer.status_code == 200, answer.text
-        # The fallback engine served it.
-        assert answer.json()["model"] in ("micro", "hosted_vllm/micro")
-        with client.stream("POST", "/v1/chat/completions",
-                           json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
-                                 "max_tokens": 8, "stream": True}) as streamed:
-            assert streamed.status_code == 200 and stream_text(streamed)
+NO_HANG_SECONDS = 60
+"""The client's read timeout: a stream whose engine died that sent nothing for this long hangs."""
+
+
+def test_an_engine_killed_mid_stream_ends_its_stream_with_an_error_event_and_new_requests_fall_back(stack):
+    kill = fault_commands(stack.layout)["kill-engine"].format(engine="tiny")
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "write a long story"}], "max_tokens": 1000,
+            "stream": True, "logit_bias": {str(_longest_token(stack, "tiny")): 100}}  # no early end of sequence
+    lines, killed_at = [], None
+    try:
+        with stack.client("acme", timeout=NO_HANG_SECONDS) as client, client.stream("POST", "/v1/chat/completions",
+                                                                        json=body) as streamed:
+            assert streamed.status_code == 200
+            for line in streamed.iter_lines():
+                lines.append(line)
+                if killed_at is None and len([x for x in lines if x.startswith("data: {")]) == 5:
+                    subprocess.run(kill, shell=True, check=True, capture_output=True)  # noqa: S602 - our own command
+                    killed_at = len(lines)
+        print("\n".join(lines[-3:]))
+        assert killed_at is not None, "the stream ended before the engine could be killed"
+        assert "data: [DONE]" not in lines, "a stream cut by its engine's death ended as a success"
+        errors = [json.loads(x[6:])["error"] for x in lines if x.startswith("data: {") and '"error"' in x]
+        assert errors and errors[-1].get("message"), lines[-3:]
+        with stack.client("acme") as client:  # the fallback serves the dead engine's requests, streamed and not
+            answer = chat(client, "tiny")
+            assert answer.status_code == 200 and answer.json()["model"] in ("micro", "hosted_vllm/micro"), answer.text
+            with client.stream("POST", "/v1/chat/completions",
+                               json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
+                                     "max_tokens": 8, "stream": True}) as streamed:
+                assert streamed.status_code == 200
+                chunks = stream_text(streamed)
+            assert chunks and not [c for c in chunks if "error" in c], chunks[:2]
+    finally:
+        restart_engine_if_stopped(stack.layout, stack.up.plan, "tiny")  # supervisord starts it again; wait for it
 
 
 @pytest.mark.slow
