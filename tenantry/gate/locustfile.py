@@ -24,7 +24,7 @@ from locust import LoadTestShape, User, events, task
 
 from tenantry.gate import profiles
 from tenantry.gate.records import VERDICT_JSON, Record, retry_after_seconds, write_records
-from tenantry.gate.scenarios import Fault, Scenario, Stage
+from tenantry.gate.scenarios import Fault, Scenario, Stage, with_stage_seconds
 from tenantry.gate.scenarios import scenario as build_scenario
 from tenantry.gate.verdict import SHED_HEADER, verdict
 from tenantry.plan.model import Plan, TrafficPlan
@@ -34,7 +34,8 @@ from tenantry.stacks import plan_stack
 RUN = json.loads(Path(os.environ["TENANTRY_GATE_RUN"]).read_text(encoding="utf-8"))
 OUT = Path(RUN["out"])
 PLAN: Plan = plan_stack(Path(RUN["stack"]))
-SCENARIO: Scenario = build_scenario(RUN["scenario"], PLAN, short=RUN["short"], tenant=RUN.get("tenant"))
+SCENARIO: Scenario = with_stage_seconds(build_scenario(RUN["scenario"], PLAN, short=RUN["short"], tenant=RUN.get("tenant")),
+                                        RUN.get("stage_seconds"))
 KEYS: dict[str, str] = json.loads(Path(RUN["keys"]).read_text(encoding="utf-8"))
 PRICES: dict[str, ModelPrice] = model_prices(PLAN)
 GATEWAYS: list[str] = RUN["gateways"]

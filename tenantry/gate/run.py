@@ -112,7 +112,8 @@ def run_locust(prepared: Prepared, target: Target, out: Path, short: bool, tenan
     out.mkdir(parents=True, exist_ok=True)
     settings = {"stack": str(stack_file.resolve()), "scenario": scenario.name, "short": short, "tenant": tenant,
                 "gateways": target.gateways, "keys": str(target.keys_file.resolve()), "out": str(out.resolve()),
-                "fault_commands": target.fault_commands, "label": target.label}
+                "fault_commands": target.fault_commands, "label": target.label,
+                "stage_seconds": [stage.seconds for stage in scenario.stages]}  # as run, if a caller stretched one
     (out / RUN_JSON).write_text(json.dumps(settings, indent=1), encoding="utf-8")
     (out / VERDICT_JSON).unlink(missing_ok=True)
     env = {**os.environ, "TENANTRY_GATE_RUN": str(out / RUN_JSON),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tenantry.plan.model import Plan, TenantPlan
 
@@ -93,6 +93,17 @@ class Scenario:
                 return stage
             elapsed -= stage.seconds
         return None
+
+
+def with_stage_seconds(scenario: Scenario, seconds: list[float] | None) -> Scenario:
+    """The scenario with its stages lasting `seconds` (None: as built): Locust rebuilds a scenario
+    by name and runs it as the gate was given it (benchmarks/gateway_soak.py stretches the flood)."""
+    if not seconds:
+        return scenario
+    if len(seconds) != len(scenario.stages):
+        raise ValueError(f"scenario {scenario.name} has {len(scenario.stages)} stages, not {len(seconds)}")
+    return replace(scenario, stages=tuple(replace(stage, seconds=float(s))
+                                          for stage, s in zip(scenario.stages, seconds, strict=True)))
 
 
 class ScenarioError(ValueError):

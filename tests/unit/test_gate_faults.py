@@ -144,3 +144,15 @@ def test_an_engine_error_of_a_guaranteed_request_is_reported_not_judged(plan):
     engine_error = sent(20, status=500, error="Hosted_vllmException - Can not write request body")
     check = check_redis_outage([*redis_outage_run(), engine_error], plan, scenario("redis-outage", plan, short=True))
     assert check.passed and "1 guaranteed request(s) failed on their way to the engine" in check.detail
+
+
+def test_a_scenario_runs_with_the_stage_lengths_the_gate_was_given(plan):
+    from tenantry.gate.scenarios import with_stage_seconds
+
+    built = scenario("redis-outage", plan, short=True)
+    assert with_stage_seconds(built, None) is built
+    stretched = with_stage_seconds(built, [10, 30, 600])
+    assert [s.seconds for s in stretched.stages] == [10, 30, 600] and stretched.seconds == 640
+    assert stretched.stages[1].fault == built.stages[1].fault
+    with pytest.raises(ValueError, match="has 3 stages, not 2"):
+        with_stage_seconds(built, [10, 30])
