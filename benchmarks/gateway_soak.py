@@ -33,16 +33,12 @@ sys.path.insert(0, str(ROOT))
 from tenantry.gate.records import read_records  # noqa: E402
 from tenantry.gate.run import gate, prepare  # noqa: E402
 from tenantry.local import stack as local  # noqa: E402
+from tenantry.local.health import tree_resident_mib  # noqa: E402
 from tenantry.local.layout import DEFAULT_DIR, Layout  # noqa: E402
+from tenantry.local.supervisor import crashes  # noqa: E402
 from tenantry.local.target import local_target  # noqa: E402
 
 FATAL = re.compile(r"^Fatal Python error:.*?(?=^\S.*INFO:|\Z)", re.M | re.S)
-
-
-def crashes(layout: Layout) -> list[str]:
-    log = layout.logs / "supervisord.log"
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return [line for line in text.splitlines() if "terminated by SIG" in line]
 
 
 def fatal_reports(layout: Layout) -> list[str]:
@@ -53,13 +49,8 @@ def fatal_reports(layout: Layout) -> list[str]:
 
 
 def resident_mib(layout: Layout) -> dict[str, float]:
-    sizes = {}
-    for status in local.status(layout):
-        if status.name.startswith("gateway-") and status.pid:
-            for line in Path(f"/proc/{status.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    sizes[status.name] = int(line.split()[1]) / 1024
-    return sizes
+    return {status.name: tree_resident_mib(status.pid) for status in local.status(layout)
+            if status.name.startswith("gateway-") and status.pid}
 
 
 def main() -> None:

@@ -26,22 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tenantry.local import stack as local  # noqa: E402
+from tenantry.local.health import tree_resident_mib  # noqa: E402
 from tenantry.local.layout import DEFAULT_DIR, Layout  # noqa: E402
-
-
-def tree_rss_mib(pid: int) -> float:
-    """Resident memory of a process and its descendants (vLLM's engine core,
-    LiteLLM's Prisma bridge)."""
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            status = Path(f"/proc/{current}/status").read_text()
-            total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
-            todo += [int(c) for c in Path(f"/proc/{current}/task/{current}/children").read_text().split()]
-        except (FileNotFoundError, StopIteration, ProcessLookupError):
-            continue
-    return total / 1024
 
 
 def timed_requests(url: str, headers: dict[str, str], model: str, count: int, concurrency: int) -> tuple[list[float], float]:
@@ -83,7 +69,7 @@ def main() -> None:
     try:
         print(f"{'process':<16} {'RSS MiB':>8}")
         for row in local.status(layout):
-            print(f"{row.name:<16} {tree_rss_mib(row.pid or 0):>8.0f}")
+            print(f"{row.name:<16} {tree_resident_mib(row.pid or 0):>8.0f}")
         engine = f"http://127.0.0.1:{result.ports.engines['tiny']}"
         key = {"Authorization": f"Bearer {result.keys['acme']}"}
         per_round = max(1, args.requests // args.rounds)

@@ -11,7 +11,7 @@ built already, as after `make local`) and measures its first gateway replica. In
 flood, half the senders declare their size (Content-Length) and half send it
 chunked, so both of the front door's paths are taken. Per mode: acme's
 latency (p50, p95, over every round), the largest resident memory of the
-gateway process seen (sampled every 0.1 s), and in the flood the 413s'
+gateway process (with its Prisma bridge) seen (sampled every 0.1 s), and in the flood the 413s'
 answer time and the bytes offered. Compare the ratios: the shared machine's
 noise lands on both modes.
 """
@@ -32,16 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tenantry.local import stack as local  # noqa: E402
+from tenantry.local.health import tree_resident_mib  # noqa: E402
 from tenantry.local.layout import DEFAULT_DIR, HOST, Layout  # noqa: E402
 
 CHUNK = b"x" * (1 << 20)
-
-
-def resident_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def body_of(mib: int) -> bytes:
@@ -77,11 +71,11 @@ def small_requests(url: str, key: str, count: int) -> list[float]:
 
 
 def one_round(url: str, keys: dict[str, str], gateway_pid: int, args: argparse.Namespace, flooded: bool):
-    stop, answers, peak = threading.Event(), [], [resident_mib(gateway_pid)]
+    stop, answers, peak = threading.Event(), [], [tree_resident_mib(gateway_pid)]
 
     def sample() -> None:
         while not stop.is_set():
-            peak.append(resident_mib(gateway_pid))
+            peak.append(tree_resident_mib(gateway_pid))
             time.sleep(0.1)
 
     with ThreadPoolExecutor(args.senders + 1) as pool:

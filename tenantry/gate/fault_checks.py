@@ -4,6 +4,7 @@ what was lost when a part of the stack failed under load. Each says what it saw 
 from __future__ import annotations
 
 import re
+import statistics
 
 from tenantry.gate.records import Record
 from tenantry.gate.scenarios import OUTAGE_SECONDS, Scenario
@@ -157,10 +158,10 @@ def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) ->
              f"{plan.gateway.replicas * t.max_concurrency}: {plan.gateway.replicas} replicas x {t.max_concurrency}), "
              f"{peak_in_flight(records, t.name, back_at + RECOVERY_SECONDS, scenario.seconds)} after"
              for t in plan.tenants if t.tier == "guaranteed"]
-    answers = sorted(r.e2e for r in refused)
     seen = (f"Redis away from {away[0] - stopped_at:+.1f} s to {away[1] - stopped_at:+.1f} s of the stop: "
             f"{len(refused)} lower-tier request(s) refused with X-Tenantry-Shed: redis (median answer "
-            f"{answers[len(answers) // 2] if answers else 0:.2f} s); " + "; ".join(peaks) + " (client's view)")
+            f"{statistics.median(r.e2e for r in refused) if refused else 0:.2f} s); " + "; ".join(peaks)
+            + " (client's view)")
     if failed:  # an engine's error reaches a guaranteed tenant with or without Redis: the SLO's business
         seen += f"; {len(failed)} guaranteed request(s) failed on their way to the engine (first: {failed[0].error[:100]})"
     if problems:

@@ -1,36 +1,30 @@
 """tenantry's tenant-policy plugin for the LiteLLM proxy: the module LiteLLM loads.
 
-LiteLLM loads it from its config (`litellm_settings.callbacks:
-[tenant_policy.proxy_handler_instance]`); it sits next to config.yaml (a
-ConfigMap on Kubernetes, a rendered file in the local stack) beside its
-neighbours, the other tenant_policy_*.py files, and reads its settings,
-rendered from the Plan, from the JSON file TENANTRY_POLICY_FILE names. It needs
-only what the LiteLLM image has: litellm, redis, httpx, prometheus_client.
+LiteLLM loads it from its config (`litellm_settings.callbacks: [tenant_policy.proxy_handler_instance]`);
+it sits next to config.yaml (a ConfigMap on Kubernetes, a rendered file in the local stack) beside its
+neighbours, the other tenant_policy_*.py files, and reads its settings, rendered from the Plan, from the
+JSON file TENANTRY_POLICY_FILE names. It needs only what the LiteLLM image has: litellm, redis, httpx,
+prometheus_client.
 
-For every request, from the authenticated key's team (the tenant), never
-from what the client sends:
+For every request, from the authenticated key's team (the tenant), never from what the client sends:
 
-1. Scheduling identity: the tier's vLLM priority and the tenant's cache salt.
-   LiteLLM's Router pops a top-level `priority` for its own scheduler, so the
-   priority travels in `extra_body` and in the X-Vllm-Priority header (the
-   header wins inside vLLM); `cache_salt` at the top level reaches vLLM as is.
-   Whatever the client sent for either is replaced, logged and counted.
-2. Request caps per tier: a prompt or max_tokens beyond the tier's cap is a
-   400; a request without max_tokens gets the cap.
-3. Admission by tier (tenant_policy_decision.decide), counted in Redis across
-   every gateway replica (tenant_policy_ledger), judged on the engines' live
-   load (tenant_policy_engine_metrics). With `spot_pause_after_others_seconds`,
-   spot is also refused on an engine for that long after any guaranteed or
-   best-effort request arrived for it (a Redis key with that expiry, shared by
-   the replicas). Spot is judged on the engine's load now (a cached state is
-   scraped again first), best-effort on one no older than admission acts on,
-   so an engine nobody asked for a while is not mistaken for one whose metrics
-   failed. A 429 for capacity names its reason in X-Tenantry-Shed.
-4. Its own metrics: admissions and sheds by tenant, tier and reason,
-   decisions taken in fail-safe (an engine's load unknown, Redis lost),
-   overrides by field, and its own latency; and what each tenant got against
-   its objectives (tenant_policy_outcomes), for the alerts that burn its error
-   budget.
+1. Scheduling identity: the tier's vLLM priority and the tenant's cache salt. LiteLLM's Router pops a
+   top-level `priority` for its own scheduler, so the priority travels in `extra_body` and in the
+   X-Vllm-Priority header (the header wins inside vLLM); `cache_salt` at the top level reaches vLLM as
+   is. Whatever the client sent for either is replaced, logged and counted.
+2. Request caps per tier: a prompt or max_tokens beyond the tier's cap is a 400; a request without
+   max_tokens gets the cap.
+3. Admission by tier (tenant_policy_decision.decide), counted in Redis across every gateway replica
+   (tenant_policy_ledger), judged on the engines' live load (tenant_policy_engine_metrics). With
+   `spot_pause_after_others_seconds`, spot is also refused on an engine for that long after any
+   guaranteed or best-effort request arrived for it (a Redis key with that expiry, shared by the
+   replicas). Spot is judged on the engine's load now (a cached state is scraped again first),
+   best-effort on one no older than admission acts on, so an engine nobody asked for a while is not
+   mistaken for one whose metrics failed. A 429 for capacity names its reason in X-Tenantry-Shed.
+   Without Redis, guaranteed is counted on each replica alone and the other tiers are refused.
+4. Its own metrics: admissions and sheds by tenant, tier and reason, decisions taken in fail-safe (an
+   engine's load unknown, Redis lost), overrides by field, and its own latency; and what each tenant
+   got against its objectives (tenant_policy_outcomes), for the alerts that burn its error budget.
 """
 
 # No `from __future__ import annotations`, and no dataclass here: LiteLLM loads
@@ -67,7 +61,8 @@ import tenant_policy_outcomes  # noqa: E402
 import tenant_policy_settings  # noqa: E402
 from tenant_policy_decision import RETRY_AFTER, Decision, decide  # noqa: E402
 from tenant_policy_engine_metrics import EngineMetrics  # noqa: E402
-from tenant_policy_ledger import Ledger, ReplicaCounts, others_recent_key, redis_from_environment, reserved_set, shared_set, tenant_set  # noqa: E402
+from tenant_policy_ledger import (  # noqa: E402
+    Ledger, ReplicaCounts, others_recent_key, redis_from_environment, reserved_set, shared_set, tenant_set)
 from tenant_policy_outcomes import Outcomes, registered  # noqa: E402
 from tenant_policy_settings import EngineSettings, PolicySettings, TenantSettings, load_settings  # noqa: E402
 
@@ -242,7 +237,8 @@ class TenantPolicy(CustomLogger):
         if task is not None:
             self._task_claims[task] = (request_id, list(held))
 
-    def _admit_without_redis(self, name: str, tenant: TenantSettings, engine: str, request_id: str, error: Exception):
+    def _admit_without_redis(self, name: str, tenant: TenantSettings, engine: str, request_id: str,
+                             error: Exception) -> Decision:
         """Redis away: guaranteed up to its max_concurrency on this replica, the others refused (docs/platform.md)."""
         log.warning("tenantry: Redis unavailable (%s); admitting by tier, counted on this replica", error)
         FAILSAFE.labels(engine=engine, tier=tenant.tier, cause="redis").inc()
@@ -250,9 +246,11 @@ class TenantPolicy(CustomLogger):
             raise _refuse(429, f"admission state unavailable: {tenant.tier} traffic paused", "rate_limit_error",
                           RETRY_AFTER["metrics"], shed="redis") from None
         limit = tenant.max_concurrency
-        return Decision(True, "redis-unavailable") if self._replica_counts.claim(request_id, name, limit) else Decision(
-            False, "concurrency", message=f"tenant {name} has {limit} requests in flight, its limit is {limit} "
-            "(counted on this gateway replica: Redis is unavailable)", retry_after=RETRY_AFTER["concurrency"])
+        if self._replica_counts.claim(request_id, name, limit):
+            return Decision(True, "redis-unavailable")
+        return Decision(False, "concurrency", message=f"tenant {name} has {limit} requests in flight, its limit is "
+                        f"{limit} (counted on this gateway replica: Redis is unavailable)",
+                        retry_after=RETRY_AFTER["concurrency"])
 
     async def _claim_slots(self, name: str, tenant: TenantSettings, engine: str,
                            request_id: str) -> tuple[Decision, dict[str, int]]:

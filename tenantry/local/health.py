@@ -45,6 +45,21 @@ def wait_healthy(what: str, check: Callable[[], bool], seconds: float, log: Path
     raise LocalStackError(f"{what} did not become healthy within {seconds:.0f} s{tail}")
 
 
+def tree_resident_mib(pid: int) -> float:
+    """Resident memory of a process and its descendants (vLLM's engine core, LiteLLM's Prisma
+    bridge), for the benchmarks."""
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+            todo += [int(c) for c in Path(f"/proc/{current}/task/{current}/children").read_text().split()]
+        except (FileNotFoundError, StopIteration, ProcessLookupError):
+            continue
+    return total / 1024
+
+
 def process_alive(pid: int) -> bool:
     """True for a running process; a zombie (exited, waiting to be reaped by
     an init that may never do it in a container) counts as gone."""

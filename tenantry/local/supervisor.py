@@ -24,6 +24,14 @@ def supervisorctl(layout: Layout, *args: str, check: bool = True) -> str:
     return result.stdout
 
 
+def crashes(layout: Layout) -> list[str]:
+    """Processes of the stack that died of a signal, as supervisord logged them (the gate's tests
+    and benchmarks/gateway_soak.py count LiteLLM's crashes by them)."""
+    log = layout.logs / "supervisord.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [line for line in text.splitlines() if "terminated by SIG" in line]
+
+
 def supervisor_running(layout: Layout) -> int | None:
     try:
         pid = int(layout.supervisor_pid.read_text().strip())

@@ -18,6 +18,7 @@ import pytest
 from tenantry.local import stack as local
 from tenantry.local.health import LocalStackError
 from tenantry.local.layout import DEFAULT_DIR, Layout
+from tenantry.local.supervisor import crashes
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = ROOT / "stacks" / "local.yaml"
@@ -55,13 +56,6 @@ def gate_stack() -> Layout:
     yield layout
     leftover = local.down(layout, purge=True, progress=lines.append)
     assert leftover == [], f"processes survived supervisor's shutdown and were killed: {leftover}"
-
-
-def crashes(layout: Layout) -> list[str]:
-    """Processes of the stack that died of a signal, as supervisord logged them."""
-    log = layout.logs / "supervisord.log"
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return [line for line in text.splitlines() if "terminated by SIG" in line]
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ import tenant_policy_ledger as ledger
 import tenant_policy_outcomes as outcomes
 import tenant_policy_settings as settings
 
-__all__ = ["decision", "engine_metrics", "front_door", "ledger", "local_settings", "outcomes", "plugin", "redis_server", "run",
-           "settings"]
+__all__ = ["decision", "engine_metrics", "failsafe", "front_door", "key", "ledger", "local_settings", "outcomes", "plugin",
+           "redis_server", "run", "settings"]
 
 LOOP = asyncio.new_event_loop()  # one loop: Redis connections belong to the loop that opened them
 
@@ -63,3 +63,14 @@ def redis_server(folder: Path) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def key(team: str):  # noqa: ANN201 - LiteLLM's UserAPIKeyAuth
+    """The authenticated key of a tenant's team, as LiteLLM hands it to the hook."""
+    from litellm.proxy._types import UserAPIKeyAuth
+
+    return UserAPIKeyAuth(team_alias=team, team_id=f"id-{team}")
+
+
+def failsafe(engine: str, tier: str, cause: str) -> float:
+    return plugin.FAILSAFE.labels(engine=engine, tier=tier, cause=cause)._value.get()

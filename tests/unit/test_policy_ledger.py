@@ -137,10 +137,31 @@ def test_after_redis_fails_the_ledger_answers_at_once_for_a_moment_then_asks_aga
     assert len(connects) == 2
 
 
-def test_the_gateways_redis_client_retries_once_without_backoff(monkeypatch):
-    from redis.backoff import NoBackoff
+def test_the_gateways_redis_client_tries_twice_then_gives_up(monkeypatch):
+    """Against a server that hangs up on every connection: one attempt and one retry (redis-py 8's
+    default, ten retries with backoff, kept each request of an outage waiting 3.3 s)."""
+    import socket
+    import threading
 
-    monkeypatch.setenv("REDIS_PORT", "9")
-    client = ledger.redis_from_environment()
-    retry = client.get_retry()
-    assert retry._retries == 1 and isinstance(retry._backoff, NoBackoff)
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def hang_up() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            connection.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    monkeypatch.setenv("REDIS_PORT", str(server.getsockname()[1]))
+    try:
+        with pytest.raises(RedisConnectionError):
+            run(ledger.redis_from_environment().zcard("x"))
+    finally:
+        server.close()
+    assert len(accepted) == 2

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from litellm.proxy._types import ProxyException
 
-from tests.unit.policy_plugin import engine_metrics, local_settings, run
+from tests.unit.policy_plugin import engine_metrics, failsafe, key, local_settings, run
 from tests.unit.policy_plugin import plugin as tp
-from tests.unit.test_tenant_policy import failsafe, key
 
 
 def test_a_lost_redis_fails_safe_per_tier():

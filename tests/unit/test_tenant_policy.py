@@ -12,7 +12,7 @@ import time
 import pytest
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
-from tests.unit.policy_plugin import engine_metrics, ledger, local_settings, redis_server, run
+from tests.unit.policy_plugin import engine_metrics, failsafe, key, ledger, local_settings, redis_server, run
 from tests.unit.policy_plugin import plugin as tp
 
 
@@ -60,10 +60,6 @@ def set_admission(policy, **changes) -> None:
 
 
 # --- identity and caps ---------------------------------------------------------------------
-
-
-def key(team: str) -> UserAPIKeyAuth:
-    return UserAPIKeyAuth(team_alias=team, team_id=f"id-{team}")
 
 
 def test_identity_comes_from_the_key_and_forged_values_are_replaced(policy):
@@ -304,10 +300,6 @@ def test_failing_metrics_refuse_spot_but_never_guaranteed(policy):
     # Each decision taken on an unknown load counts, whatever it decided (GatewayPolicyFailSafe reads it).
     assert {tier: failsafe("tiny", tier, "metrics") - n for tier, n in before.items()} == \
         {"guaranteed": 1, "best-effort": 1, "spot": 1}
-
-
-def failsafe(engine: str, tier: str, cause: str) -> float:
-    return tp.FAILSAFE.labels(engine=engine, tier=tier, cause=cause)._value.get()
 
 
 def test_an_engine_idle_for_a_while_is_scraped_again_before_spot_is_judged(policy):
