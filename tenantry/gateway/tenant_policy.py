@@ -277,12 +277,14 @@ class TenantPolicy(CustomLogger):
                         await asyncio.sleep(CONCURRENCY_POLL_SECONDS)
                         continue
                     return decision, {}
-                slot = (sets[1], spec.reserved.get(name, 0)) if decision.slot == "reserved" \
-                    else (sets[2], spec.shared_slots)
+                slot = (sets[1], spec.reserved.get(name, 0)) if decision.slot == "reserved" else (sets[2], spec.shared_slots)
                 held = {sets[0]: tenant.max_concurrency, slot[0]: slot[1]}
-                if await self.ledger.claim(request_id, held):
+                full = await self.ledger.claim_or_full(request_id, held)
+                if full is None:
                     return decision, held
-                lost_claims += 1  # another replica took the slot between counting and claiming
+                # Another replica took a slot between counting and claiming. The tenant's own: its limit, counted
+                # again and waited on as at the limit (until the wait is over); an engine's slot: contention.
+                lost_claims += full != sets[0] or time.monotonic() >= wait_until
                 if lost_claims == CLAIM_ATTEMPTS:
                     return Decision(False, "contention", message=f"engine {engine}: its slots were taken while "
                                     f"admitting {name}'s request; retry", retry_after=RETRY_AFTER["concurrency"]), {}

@@ -50,13 +50,13 @@ class Ledger:
     CLAIM = """
     for i, key in ipairs(KEYS) do
         redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[1])
-        if redis.call('ZCARD', key) >= tonumber(ARGV[4 + i]) then return 0 end
+        if redis.call('ZCARD', key) >= tonumber(ARGV[4 + i]) then return i end
     end
     for _, key in ipairs(KEYS) do
         redis.call('ZADD', key, ARGV[2], ARGV[4])
         redis.call('EXPIRE', key, ARGV[3])
     end
-    return 1
+    return 0
     """
 
     def __init__(self, redis: Any, clock: Callable[[], float] = time.time):
@@ -97,18 +97,22 @@ class Ledger:
         return [int(n) for n in replies[1:2 * len(sets):2]], bool(others_key and replies[-1])
 
     async def claim(self, request_id: str, limits: dict[str, int]) -> bool:
-        """Add the request to every set, only if each holds fewer than its limit; a claim
-        taken is renewed from then on until it is removed."""
+        return await self.claim_or_full(request_id, limits) is None
+
+    async def claim_or_full(self, request_id: str, limits: dict[str, int]) -> str | None:
+        """Add the request to every set, only if each holds fewer than its limit: None when it did
+        (a claim taken is renewed from then on until it is removed), else the first set that was full."""
         now = self.clock()
         sets = list(limits)
-        taken = bool(await self._execute(lambda: self._claim(
+        full = int(await self._execute(lambda: self._claim(
             keys=sets, args=[now, now + LEASE_SECONDS, int(LEASE_SECONDS) + 1, request_id,
                              *(limits[name] for name in sets)])))
-        if taken:
-            self.held[request_id] = (tuple(sets), now)
-            if self._renewing is None or self._renewing.done():
-                self._renewing = asyncio.get_running_loop().create_task(self._renew_forever())
-        return taken
+        if full:
+            return sets[full - 1]
+        self.held[request_id] = (tuple(sets), now)
+        if self._renewing is None or self._renewing.done():
+            self._renewing = asyncio.get_running_loop().create_task(self._renew_forever())
+        return None
 
     async def remove(self, request_id: str, *sets: str) -> None:
         self.held.pop(request_id, None)

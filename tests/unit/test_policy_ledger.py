@@ -165,3 +165,13 @@ def test_the_gateways_redis_client_tries_twice_then_gives_up(monkeypatch):
     finally:
         server.close()
     assert len(accepted) == 2
+
+
+def test_a_lost_claim_names_the_set_that_was_full(redis_url):
+    import redis.asyncio as aioredis
+
+    replica = ledger.Ledger(aioredis.from_url(redis_url))
+    tenant, shared = ledger.tenant_set("acme"), ledger.shared_set("tiny")
+    assert run(replica.claim_or_full("one", {tenant: 1, shared: 4})) is None
+    assert run(replica.claim_or_full("two", {tenant: 1, shared: 4})) == tenant  # its own limit
+    assert run(replica.claim_or_full("three", {ledger.tenant_set("globex"): 2, shared: 1})) == shared  # the engine's

@@ -219,12 +219,28 @@ def test_a_flood_beyond_the_limit_is_refused_at_once_beyond_one_waiter_per_slot(
 
 def test_losing_every_race_is_a_429_not_an_overcommit(policy, monkeypatch):
     async def always_taken(request_id, limits):
-        return False
+        return ledger.shared_set("micro")  # the engine's slot, taken by another replica every time
 
-    monkeypatch.setattr(policy.ledger, "claim", always_taken)
+    monkeypatch.setattr(policy.ledger, "claim_or_full", always_taken)
     with pytest.raises(ProxyException) as refused:
         run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
     assert refused.value.code == "429" and "slots were taken" in refused.value.message
+
+
+def test_losing_the_tenants_own_last_slot_to_another_replica_is_its_own_limit_not_contention(policy, monkeypatch):
+    real = policy.ledger.claim_or_full
+    limit = policy.settings.tenants["globex"].max_concurrency
+
+    async def another_replica_first(request_id, limits):  # its own requests elsewhere took its last slots
+        for i in range(limit):
+            await real(f"elsewhere-{i}", {ledger.tenant_set("globex"): limit})
+        return ledger.tenant_set("globex")
+
+    monkeypatch.setattr(policy.ledger, "claim_or_full", another_replica_first)
+    with pytest.raises(ProxyException) as refused:
+        run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+    assert f"has {limit} requests in flight, its limit is {limit}" in refused.value.message
+    assert tp.SHED_HEADER not in (refused.value.headers or {})  # not a capacity shed
 
 
 def test_reserved_slots_stay_free_for_their_owner(policy):
