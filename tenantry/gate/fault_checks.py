@@ -1,4 +1,4 @@
-"""The checks of the fault scenarios (tenantry/gate/scenarios.py: gateway-killed, database-outage, redis-outage):
+"""The checks of the fault scenarios (tenantry/gate/scenarios.py: engine-failure, gateway-killed, database-outage, redis-outage):
 what was lost when a part of the stack failed under load. Each says what it saw in figures."""
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from tenantry.plan.model import Plan
 CLEAN_FAILURE_SECONDS = 10.0
 """A request in flight on a gateway replica that dies must have failed within this of its death:
 the client sees the connection drop, not a hang."""
+STOP_SETTLE_SECONDS = 15.0
+"""A stop command runs as its stage starts; supervisord's SIGTERM has ended the engine within this
+(vLLM took 8.6 s under the gate's load on the local stack; a request sent meanwhile may still reach it)."""
 RECOVERY_SECONDS = 15.0
 """After PostgreSQL is back, how long the gateway may take to use it again."""
 RELEASE_LAG_SECONDS = 2.0
@@ -52,6 +55,42 @@ def unexplained_refusals(records: list[Record], plan: Plan) -> list[Record]:
         if holding < limits[refusal.tenant]:
             unexplained.append(refusal)
     return unexplained
+
+
+def cut_by_a_stopped_engine(records: list[Record], plan: Plan, scenario: Scenario) -> list[Record]:
+    """Requests to the stopped engine (its model or adapters) in flight as it stopped that failed: a
+    stream already under way cannot move to the fallback, so it ends with an error event. They are
+    the fault itself, judged by fallback-served (an end within CLEAN_FAILURE_SECONDS of the engine's),
+    not counted in the tenants' error rates (docs/decisions.md: Streams cut by a stopped engine are the fault, not the tenant's errors)."""
+    stopped = scenario.fault_at("stop-engine")
+    if stopped is None:
+        return []
+    fault, at = stopped
+    models = {fault.subject, *(a.name for a in plan.engine(fault.subject).lora.adapters)}
+    return [r for r in records if r.target in models and r.sent < at + STOP_SETTLE_SECONDS and _ended(r) >= at
+            and _failed(r)]
+
+
+def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
+    """Requests to the stopped engine sent after it stopped are answered by its fallback; those in
+    flight as it stopped fail promptly, with a status or an error event (cut_by_a_stopped_engine)."""
+    engine, fallbacks = scenario.subject["engine"], scenario.subject["fallback"].split(",")
+    _, failed_at = scenario.fault_at("stop-engine")
+    models = {engine, *(a.name for a in plan.engine(engine).lora.adapters)}
+    after = [r for r in records if r.target in models and r.sent >= failed_at]
+    served = [r for r in after if r.ok and any(f in r.served_by for f in fallbacks)]
+    cut = cut_by_a_stopped_engine(records, plan, scenario)
+    hung = [r for r in cut if _ended(r) > failed_at + STOP_SETTLE_SECONDS + CLEAN_FAILURE_SECONDS]
+    cut_seen = (f"{len(cut)} in flight as it stopped failed within {max((_ended(r) - failed_at for r in cut), default=0):.1f} s"
+                + (f" (first: {cut[0].error[:100]})" if cut else "") + ", not counted in error rates")
+    problems = [] if served else [f"none of its {len(after)} requests were answered by {', '.join(fallbacks)}"]
+    if hung:
+        problems.append(f"{len(hung)} request(s) in flight as it stopped took more than "
+                        f"{STOP_SETTLE_SECONDS + CLEAN_FAILURE_SECONDS:g} s to fail")
+    if problems:
+        return Check("fallback-served", False, f"after engine {engine} stopped, " + "; ".join(problems) + f"; {cut_seen}")
+    return Check("fallback-served", True, f"after engine {engine} stopped, {len(served)} of its {len(after)} "
+                 f"requests were answered by {', '.join(fallbacks)}; {cut_seen}")
 
 
 def check_gateway_killed(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
@@ -170,6 +209,7 @@ def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) ->
 
 
 CHECKS = {
+    "fallback-served": check_fallback,
     "gateway-killed": check_gateway_killed,
     "database-outage": check_database_outage,
     "redis-outage": check_redis_outage,

@@ -204,19 +204,6 @@ def check_priority(records: list[Record], plan: Plan, scenario: Scenario) -> Che
                  f"token first ({pairs} queued pairs)")
 
 
-def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
-    engine, fallbacks = scenario.subject["engine"], scenario.subject["fallback"].split(",")
-    _, failed_at = scenario.fault_at("stop-engine")
-    models = {engine, *(a.name for a in plan.engine(engine).lora.adapters)}
-    after = [r for r in records if r.target in models and r.sent >= failed_at]
-    served = [r for r in after if r.ok and any(f in r.served_by for f in fallbacks)]
-    if not served:
-        return Check("fallback-served", False, f"after engine {engine} stopped, none of its {len(after)} requests "
-                     f"were answered by {', '.join(fallbacks)}")
-    return Check("fallback-served", True, f"after engine {engine} stopped, {len(served)} of its {len(after)} "
-                 f"requests were answered by {', '.join(fallbacks)}")
-
-
 def check_cache(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
     seconds = {r.probe.rsplit(":", 1)[0]: r for r in records if r.probe.endswith(":second") and r.ok}
     if not seconds:
@@ -274,7 +261,6 @@ def check_ramp(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
 CHECKS = {
     "over-quota": check_over_quota,
     "priority-ordering": check_priority,
-    "fallback-served": check_fallback,
     "cache-isolation": check_cache,
     "ramp": check_ramp,
 }
@@ -293,15 +279,18 @@ class Verdict:
 
 
 def verdict(records: list[Record], plan: Plan, scenario: Scenario) -> Verdict:
-    loaded = {name for stage in scenario.stages for name in stage.loads}
-    tenants = {t.name: tenant_figures(records, t, _active_seconds(scenario, t.name),
-                                      judged=t.name in loaded and t.name not in scenario.not_judged)
-               for t in plan.tenants}
     from tenantry.gate import fault_checks  # it builds on this module's Check
 
+    # Streams cut by a stopped engine are the fault itself, judged by its check (fault_checks.py).
+    cut = {id(r) for r in fault_checks.cut_by_a_stopped_engine(records, plan, scenario)}
+    judged = [r for r in records if id(r) not in cut]
+    loaded = {name for stage in scenario.stages for name in stage.loads}
+    tenants = {t.name: tenant_figures(judged, t, _active_seconds(scenario, t.name),
+                                      judged=t.name in loaded and t.name not in scenario.not_judged)
+               for t in plan.tenants}
     every_check = {**CHECKS, **fault_checks.CHECKS}
     checks = [every_check[name](records, plan, scenario) for name in scenario.checks]
     passed = all(f.passed is not False for f in tenants.values()) and all(c.passed for c in checks)
     if not any(f.judged for f in tenants.values()) and not checks:
         passed = False  # nothing was measured: never a silent pass
-    return Verdict(scenario.name, passed, tenants, checks, stage_figures(records, plan, scenario))
+    return Verdict(scenario.name, passed, tenants, checks, stage_figures(judged, plan, scenario))

@@ -184,6 +184,23 @@ def test_engine_failure_needs_answers_from_the_fallback(plan):
     assert check.passed and "1 of" in check.detail
 
 
+def test_streams_cut_by_the_stopped_engine_are_judged_by_the_fault_not_the_error_rates(plan):
+    failure = scenario("engine-failure", plan, short=True)
+    _, stopped_at = failure.fault_at("stop-engine")
+    served = [*steady_records(), request("acme", "guaranteed", stopped_at + 20, served_by="micro")]
+    cut = request("globex", "best-effort", stopped_at - 1, gaps=(0.02, 3.0), error="an error event: payload not completed")
+    result = verdict([*served, cut], plan, failure)
+    assert result.passed, result
+    assert result.tenants["globex"].errors == 0 and result.tenants["globex"].requests == 40
+    assert "1 in flight as it stopped failed within 2.1 s (first: an error event" in result.checks[0].detail
+    # One that fails well after the stop is the tenant's error; one that hangs on the dead engine fails the check.
+    late = request("globex", "best-effort", stopped_at + 20, status=500, error="Internal Server Error")
+    assert verdict([*served, cut, late], plan, failure).tenants["globex"].errors == 1
+    hung = request("acme", "guaranteed", stopped_at - 1, gaps=(0.02, 40.0), error="read timed out")
+    check = verdict([*served, hung], plan, failure).checks[0]
+    assert not check.passed and "1 request(s) in flight as it stopped took more than 25 s to fail" in check.detail
+
+
 def test_cache_isolation_expects_hits_exactly_where_salts_match(plan):
     probes = scenario("cache-isolation", plan, short=True)
     pairs = {(a, b) for a, b, model in probes.cache_probes if model == "tiny"}
