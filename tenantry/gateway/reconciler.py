@@ -28,6 +28,24 @@ from dataclasses import dataclass
 from typing import Any
 
 MANAGED_BY = "tenantry"
+
+
+class GatewayRefused(Exception):
+    """LiteLLM answered an admin call with an error: the call, the status and LiteLLM's own message."""
+
+    def __init__(self, method: str, path: str, status: int, message: str, tenant: str = ""):
+        self.method, self.path, self.status, self.message, self.tenant = method, path, status, message, tenant
+        who = f" for tenant {tenant}" if tenant else ""
+        super().__init__(f"LiteLLM refused {method} {path.split('?')[0]}{who}: HTTP {status}: {message}")
+
+
+def _refusal_message(error: urllib.error.HTTPError) -> str:
+    body = error.read().decode("utf-8", "replace")
+    try:
+        detail = json.loads(body).get("error") or json.loads(body).get("detail") or body
+    except (ValueError, AttributeError):
+        return body.strip()[:300] or error.reason
+    return str(detail.get("message", detail) if isinstance(detail, dict) else detail)[:300]
 """Teams carrying metadata.managed_by = tenantry are the reconciler's; it leaves others alone."""
 TEAM_FIELDS = ("models", "tpm_limit", "rpm_limit", "max_budget", "budget_duration", "metadata")
 KEY_FIELDS = ("max_parallel_requests", "allowed_routes")
@@ -106,8 +124,11 @@ class LiteLLM:
             self.url + path, data=data, method=method,
             headers={"Authorization": f"Bearer {self.master_key}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - URL from our config
-            return json.loads(response.read() or b"null")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - URL from our config
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            raise GatewayRefused(method, path, error.code, _refusal_message(error)) from None
 
     def wait_until_ready(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -115,7 +136,7 @@ class LiteLLM:
             try:
                 self.call("GET", "/health/readiness")
                 return
-            except (urllib.error.URLError, OSError):
+            except (GatewayRefused, urllib.error.URLError, OSError):  # not up yet, or not ready
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(2)
@@ -126,8 +147,8 @@ class LiteLLM:
     def key_info(self, key: str) -> dict[str, Any] | None:
         try:
             info = self.call("GET", f"/key/info?key={key}")
-        except urllib.error.HTTPError as error:
-            if error.code in (400, 404):
+        except GatewayRefused as error:
+            if error.status in (400, 404):
                 return None
             raise
         return (info or {}).get("info") or {}
@@ -156,8 +177,22 @@ def reconcile(client: LiteLLM, desired: list[dict[str, Any]], keys: dict[str, st
     actions = plan_actions(desired, teams, keys, infos)
     team_ids = {t.get("team_alias"): t.get("team_id") for t in teams}
     for action in actions:
-        client.apply(action, team_ids)
+        try:
+            client.apply(action, team_ids)
+        except GatewayRefused as error:
+            raise GatewayRefused(error.method, error.path, error.status, error.message + _hint(action, error),
+                                 action.tenant) from None
     return actions
+
+
+def _hint(action: Action, error: GatewayRefused) -> str:
+    """What to do about the one refusal the reconciler can explain: the tenant's alias is taken by
+    another key (its key was replaced outside the reconciler, or the keys file was lost while the
+    database kept the old ones)."""
+    if action.verb == "create-key" and "alias" in error.message and "exists" in error.message:
+        return (f" (LiteLLM holds another key named {action.tenant}, not the one given for it: rename or "
+                "block that key first, as runbooks/procedures/rotate-a-tenant-key.md does)")
+    return ""
 
 
 def main() -> int:
@@ -173,7 +208,11 @@ def main() -> int:
         master_key = os.environ["LITELLM_MASTER_KEY"]
     client = LiteLLM(os.environ["LITELLM_URL"], master_key)
     client.wait_until_ready(float(os.environ.get("TENANTRY_WAIT_SECONDS", "300")))
-    actions = reconcile(client, desired, keys)
+    try:
+        actions = reconcile(client, desired, keys)
+    except GatewayRefused as error:
+        print(f"reconciler: {error}", file=sys.stderr)
+        return 1
     for action in actions:
         print(f"{action.verb} {action.tenant}")
     print(f"reconciled {len(desired)} tenants, {len(actions)} changes")

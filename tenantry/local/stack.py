@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tenantry.configs.teams import desired_teams
-from tenantry.gateway.reconciler import LiteLLM, reconcile
+from tenantry.gateway.reconciler import GatewayRefused, LiteLLM, reconcile
 from tenantry.configs.litellm import READINESS_PATH
 from tenantry.local import credentials, models, postgres, services
 from tenantry.local.alert_receiver import HEALTH_PATH as RECEIVER_HEALTH_PATH
@@ -111,7 +111,12 @@ def up(stack: str, layout: Layout, progress: Progress = print, log_requests: boo
     _start_gateways(layout, ports, restart=previous is None or previous.gateway_digest != digest, step=step)
     gateway_urls = _wait_until_serving(plan, layout, ports, step)
     keys = credentials.tenant_keys(layout, plan)
-    actions = reconcile(LiteLLM(gateway_urls[0], credentials.master_key(layout)), desired_teams(plan), keys)
+    try:
+        actions = reconcile(LiteLLM(gateway_urls[0], credentials.master_key(layout)), desired_teams(plan), keys)
+    except GatewayRefused as error:
+        raise LocalStackError(f"the tenants could not be registered with the gateway: {error}. The keys are in "
+                              f"{layout.keys_file}; to start afresh, `tenantry local down --purge` (deletes the "
+                              "stack's database too)") from None
     step(f"tenants reconciled: {len(actions)} changes")
     return UpResult(plan, ports, gateway_urls[0], gateway_urls, keys, time.monotonic() - started, len(actions))
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tenantry.catalog.models import catalog_model
-from tenantry.gateway.reconciler import LiteLLM, reconcile
+from tenantry.gateway.reconciler import GatewayRefused, LiteLLM, reconcile
 from tenantry.local import stack as local
 from tenantry.local.health import process_alive
 from tenantry.local.models import job_for
@@ -216,24 +216,42 @@ def test_a_key_rotated_by_the_runbook_keeps_the_tenant_served_throughout(stack):
     admin, plan, keys = LiteLLM(stack.url, stack.master_key), plan_stack(str(SPEC)), dict(stack.up.keys)
     original, rotated = keys["globex"], "sk-" + secrets.token_urlsafe(24)
 
+    answers: list[str] = []  # every answer's status and text, for the assertion's message
+
     def served(key: str) -> int:
         with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
-            return chat(client, "micro").status_code
+            answer = chat(client, "micro")
+        answers.append(f"{key[:6]}…: {answer.status_code} {answer.text[:300]}")
+        return answer.status_code
 
     try:
         _rotate(admin, plan, keys, "globex", original, rotated, "globex-retired-test")
-        assert (served(original), served(rotated)) == (200, 200)  # the tenant switches without an outage
+        assert (served(original), served(rotated)) == (200, 200), answers  # the tenant switches without an outage
         info = admin.key_info(rotated)
         assert info["key_alias"] == "globex" and info["team_id"] == admin.key_info(original)["team_id"], info
         admin.call("POST", "/key/block", {"key": original})
-        assert (served(original), served(rotated)) == (401, 200)
+        assert (served(original), served(rotated)) == (401, 200), answers
     finally:  # back to the stack's own key, so later tests keep theirs
         admin.call("POST", "/key/update", {"key": rotated, "key_alias": "globex-rotated-test"})
         admin.call("POST", "/key/update", {"key": original, "key_alias": "globex"})
         admin.call("POST", "/key/unblock", {"key": original})
         admin.call("POST", "/key/block", {"key": rotated})
     assert reconcile(admin, desired_teams(plan), keys) == []  # the stack's keys as the reconciler wants them
-    assert (served(original), served(rotated)) == (200, 401)
+    assert (served(original), served(rotated)) == (200, 401), answers
+
+
+def test_a_key_whose_alias_another_key_holds_is_refused_with_the_tenant_and_what_to_do(stack):
+    """The keys file lost while the database kept the old keys (or a key replaced by hand): LiteLLM
+    refuses the new key's alias, and the reconciler says for which tenant, why and what to do."""
+    import secrets
+
+    admin, plan, keys = LiteLLM(stack.url, stack.master_key), plan_stack(str(SPEC)), dict(stack.up.keys)
+    with pytest.raises(GatewayRefused) as refused:
+        reconcile(admin, desired_teams(plan), {**keys, "globex": "sk-" + secrets.token_urlsafe(24)})
+    assert (refused.value.tenant, refused.value.status) == ("globex", 400), refused.value
+    assert "alias 'globex' already exists" in str(refused.value), refused.value
+    assert "rotate-a-tenant-key.md" in str(refused.value), refused.value
+    assert reconcile(admin, desired_teams(plan), keys) == []  # nothing was changed
 
 
 def test_keys_file_is_private(stack):
