@@ -15,7 +15,10 @@ feature. So the plugin wraps LiteLLM's application as it loads, outermost:
   on its Content-Length before it is read, or as soon as the bytes read pass
   it, so a multi-megabyte prompt costs the gateway neither memory nor the time
   to parse and count it; a body that is not a JSON object is a 400 (LiteLLM
-  answers a JSON array with a 500) (docs/decisions.md: The gateway's front door).
+  answers a JSON array with a 500) (docs/decisions.md: The gateway's front door);
+- chat messages and completion prompts of the wrong shape are a 400 naming the
+  field (LiteLLM 1.108.7 answers a number as content, or token ids as a prompt,
+  with a 500 after calling the engine and its fallback: request_problem).
 
 The master key (operators, the reconciler, Prometheus) passes untouched.
 """
@@ -72,8 +75,50 @@ class FrontDoor:
         elif body.strip() and not body.lstrip().startswith(b"{"):
             # LiteLLM 1.108.7 answers a JSON array or scalar with a 500 from its key check.
             await _respond(send, 400, "the request body must be a JSON object", "invalid_request_error")
+        elif problem := request_problem(path, body):
+            await _respond(send, 400, problem, "invalid_request_error")
         else:
             await self.app(scope, _replay(body, receive), send)
+
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def request_problem(path: str, body: bytes) -> str | None:
+    """What is wrong with the shape of a chat request's messages or a completion's prompt, naming
+    the field; None when nothing is (malformed JSON and missing fields are LiteLLM's own 400s)."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    if path.endswith("/chat/completions") and request.get("messages") is not None:
+        return _messages_problem(request["messages"])
+    prompt = request.get("prompt", "")
+    if path.endswith("/completions") and not path.endswith("/chat/completions") and not (
+            isinstance(prompt, str) or (prompt and isinstance(prompt, list) and all(isinstance(p, str) for p in prompt))):
+        return "prompt must be a string or a non-empty list of strings (this gateway takes no token ids)"
+    return None
+
+
+def _messages_problem(messages: Any) -> str | None:
+    if not isinstance(messages, list) or not messages:
+        return "messages must be a non-empty list of message objects"
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"messages[{i}] must be an object with a role and content"
+        if message.get("role") not in ROLES:
+            return f"messages[{i}].role must be one of {', '.join(ROLES)}"
+        content = message.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            return f"messages[{i}].content must be a string or a list of content parts"
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                return f"messages[{i}].content[{j}] must be an object with a type"
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                return f"messages[{i}].content[{j}].text must be a string"
+    return None
 
 
 async def _read_body(scope: dict[str, Any], receive: Any, limit: int) -> bytes | None:

@@ -103,13 +103,21 @@ BAD_REQUESTS = {
     "a JSON array": ("[]", 400, "must be a JSON object"),
     "a number": ("42", 400, "must be a JSON object"),
     "max_tokens of the wrong type": (_chat("tiny", max_tokens="many"), 400, "max_tokens"),
-    "a model that is a list": (json.dumps({"model": ["tiny"], "messages": []}), 400, "'model' must be a string"),
+    "a model that is a list": (_chat(["tiny"]), 400, "'model' must be a string"),
     "a NUL byte in the model": (_chat("tiny\u0000"), 403, "not available for this API key"),
     "a path in the model": (_chat("../tiny"), 403, "not available for this API key"),
     "another tenant's adapter behind a path": (_chat("tiny/../globex-legal"), 403, "not available for this API key"),
     "the engine's provider prefix": (_chat("hosted_vllm/tiny"), 403, "not available for this API key"),
     "another tenant's adapter": (_chat("globex-legal"), 403, "not available for this API key"),
     "no body": ("", 400, "Missing required parameter"),
+    # LiteLLM 1.108.7 answered these three with a 500 or its own exception text, after calling the engine
+    # and its fallback: the front door refuses them first.
+    "content that is a number": (json.dumps({"model": "tiny", "messages": [{"role": "user", "content": 5}]}), 400,
+                                 "messages[0].content must be a string or a list of content parts"),
+    "messages that are a string": (json.dumps({"model": "tiny", "messages": "hello"}), 400,
+                                   "messages must be a non-empty list of message objects"),
+    "a role that is a number": (json.dumps({"model": "tiny", "messages": [{"role": 1, "content": "hi"}]}), 400,
+                                "messages[0].role must be one of"),
 }
 
 
@@ -119,6 +127,13 @@ def test_a_bad_request_is_a_clean_4xx_with_what_was_wrong(stack, case):
     answer = _post(stack, "acme", "/v1/chat/completions", body)
     assert answer.status_code == status, (case, answer.text[:300])
     assert message in answer.json()["error"]["message"] and "Traceback" not in answer.text
+
+
+@pytest.mark.parametrize("prompt", [5, [1, 2, 3]], ids=["number", "token-ids"])
+def test_a_completion_prompt_that_is_not_text_is_a_400_not_litellms_500(stack, prompt):
+    answer = _post(stack, "acme", "/v1/completions", json.dumps({"model": "tiny", "prompt": prompt, "max_tokens": 4}))
+    assert answer.status_code == 400, answer.text[:300]
+    assert "prompt must be a string or a non-empty list of strings" in answer.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["declared", "chunked"])

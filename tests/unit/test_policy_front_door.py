@@ -113,3 +113,41 @@ def test_a_body_that_is_not_a_json_object_is_a_400(body):
 def test_reads_pass_through_unbuffered():
     status, body, app = call("/v1/models", "sk-tenant", b"x" * (LIMIT + 1), declare_length=False, method="GET")
     assert (status, body, app.called) == (200, str(LIMIT + 1).encode(), 1)  # a GET's body is LiteLLM's to ignore
+
+
+def _chat(messages) -> bytes:
+    return json.dumps({"model": "tiny", "messages": messages}).encode()
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    (_chat("hello"), "messages must be a non-empty list"),
+    (_chat([]), "messages must be a non-empty list"),
+    (_chat([None]), "messages[0] must be an object"),
+    (_chat([{"role": "user", "content": "hi"}, {"role": 1, "content": "hi"}]), "messages[1].role must be one of"),
+    (_chat([{"role": "user", "content": 5}]), "messages[0].content must be a string or a list"),
+    (_chat([{"role": "user", "content": [{"text": "hi"}]}]), "messages[0].content[0] must be an object with a type"),
+    (_chat([{"role": "user", "content": [{"type": "text", "text": 5}]}]), "messages[0].content[0].text must be a str"),
+])
+def test_chat_messages_of_the_wrong_shape_are_a_400_naming_the_field(body, says):
+    status, answer, app = call("/v1/chat/completions", "sk-tenant", body)
+    assert (status, app.called) == (400, 0), answer
+    assert says in json.loads(answer)["error"]["message"]
+
+
+@pytest.mark.parametrize("prompt", [5, None, [], [1, 2, 3], [[1, 2]], ["a", 1]])
+def test_a_completion_prompt_that_is_not_text_is_a_400(prompt):
+    status, answer, app = call("/v1/completions", "sk-tenant", json.dumps({"model": "tiny", "prompt": prompt}).encode())
+    assert (status, app.called) == (400, 0) and b"prompt must be a string or a non-empty list of strings" in answer
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/chat/completions", _chat([{"role": "system", "content": None}, {"role": "user", "content": [
+        {"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "data:,"}}]}])),
+    ("/v1/chat/completions", b'{"model": "tiny"}'),  # no messages: LiteLLM's own 400 names it
+    ("/v1/chat/completions", b'{"model": "tiny", "messages": [}'),  # malformed: LiteLLM's own 400
+    ("/v1/completions", b'{"model": "tiny", "prompt": ["a", "b"]}'),
+    ("/v1/completions", b'{"model": "tiny"}'),
+])
+def test_well_formed_requests_and_what_litellm_already_answers_pass(path, body):
+    status, _, app = call(path, "sk-tenant", body)
+    assert (status, app.called) == (200, 1)
