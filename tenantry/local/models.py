@@ -4,6 +4,7 @@ rebuilt only when their recipe changes."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import subprocess
@@ -67,9 +68,14 @@ def ensure_built(engine: EnginePlan, cache: Path) -> BuiltModel:
     if not python.exists():
         raise LocalModelError(f"the engines' environment is missing ({VLLM_VENV}); run `make local` to install it")
     model_dir.parent.mkdir(parents=True, exist_ok=True)
-    job_file = model_dir.parent / "job.json"
-    job_file.write_text(json.dumps(job, indent=2), encoding="utf-8")
-    result = subprocess.run([str(python), str(BUILDER), str(job_file)], capture_output=True, text=True, check=False)
+    # Two stacks starting at once share the cache (the tests start theirs side by side): one builds, the other waits.
+    with (model_dir.parent / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (model_dir / "tenantry-recipe.json").exists():
+            return built
+        job_file = model_dir.parent / "job.json"
+        job_file.write_text(json.dumps(job, indent=2), encoding="utf-8")
+        result = subprocess.run([str(python), str(BUILDER), str(job_file)], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise LocalModelError(f"building {engine.model} failed:\n{result.stderr[-2000:]}")
     return built

@@ -1,7 +1,8 @@
 """The SLO gate against a real local stack of stacks/local.yaml (the stack
-`make local` runs), in a directory and on ports of its own, started once for
-these tests and stopped after them. Each scenario runs in its short (CI)
-version through `tenantry gate`, exactly as QA runs it."""
+`make local` runs), in a directory and on ports of its own, started in the
+background as the session begins (tests/live_stacks.py) and stopped after these
+tests. Each scenario runs in its short (CI) version through `tenantry gate`,
+exactly as QA runs it."""
 
 from __future__ import annotations
 
@@ -17,12 +18,11 @@ import pytest
 
 from tenantry.local import stack as local
 from tenantry.local.health import LocalStackError
-from tenantry.local.layout import DEFAULT_DIR, Layout
+from tenantry.local.layout import Layout
 from tenantry.local.supervisor import crashes
+from tests import live_stacks
 
-ROOT = Path(__file__).resolve().parents[2]
-STACK = ROOT / "stacks" / "local.yaml"
-PORT_BASE = int(os.environ.get("TENANTRY_GATE_TEST_PORT_BASE", "19500"))
+STACK = live_stacks.GATE.spec
 TENANTRY = Path(sys.executable).parent / "tenantry"
 
 
@@ -44,17 +44,12 @@ class GateRun:
 
 @pytest.fixture(scope="package")
 def gate_stack() -> Layout:
-    root = DEFAULT_DIR / "gate-stack"
-    layout = Layout.from_environment(root, PORT_BASE)
-    local.down(layout, purge=True, progress=lambda _: None)
-    lines: list[str] = []
     try:
-        local.up(str(STACK), layout, progress=lines.append)
+        live_stacks.up(live_stacks.GATE)  # started in the background as the session began
     except LocalStackError as error:
-        local.down(layout, progress=lines.append)
-        pytest.fail(f"the gate's local stack did not start: {error}\n" + "\n".join(lines))
-    yield layout
-    leftover = local.down(layout, purge=True, progress=lines.append)
+        pytest.fail(str(error))
+    yield live_stacks.GATE.layout()
+    leftover = live_stacks.down(live_stacks.GATE)
     assert leftover == [], f"processes survived supervisor's shutdown and were killed: {leftover}"
 
 

@@ -1,7 +1,8 @@
 """A real local stack for the integration tests: vLLM (CPU), LiteLLM in
 database mode, PostgreSQL, Redis and Prometheus, started once per session in
 a directory of its own and on ports of its own (so a developer's stack keeps
-running), and stopped at the end by the same `down` users run."""
+running), in the background as the session begins (tests/live_stacks.py), and
+stopped at the end by the same `down` users run."""
 
 from __future__ import annotations
 
@@ -16,14 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tenantry.local import stack as local
 from tenantry.local.health import LocalStackError
-from tenantry.local.layout import DEFAULT_DIR, Layout
+from tenantry.local.layout import Layout
 from tenantry.local.stack import UpResult
 from tenantry.local.supervisor import restart_engine_if_stopped, stop_engine
+from tests import live_stacks
 
-SPEC = Path(__file__).resolve().parent / "stack.yaml"
-PORT_BASE = int(os.environ.get("TENANTRY_TEST_PORT_BASE", "19100"))
+SPEC = live_stacks.TESTS.spec
 
 
 @dataclass
@@ -76,20 +76,13 @@ class RunningStack:
 
 @pytest.fixture(scope="session")
 def stack() -> RunningStack:
-    # Beside the developer's own stack in .local/, where a failed run's logs stay to be read.
-    root = Path(os.environ.get("TENANTRY_TEST_DIR", DEFAULT_DIR / "test-stack"))
-    if root.exists():
-        local.down(Layout.from_environment(root, PORT_BASE), purge=True, progress=lambda _: None)
-    layout = Layout.from_environment(root, PORT_BASE)
-    lines: list[str] = []
     try:
-        result = local.up(str(SPEC), layout, progress=lines.append, log_requests=True)
+        result = live_stacks.up(live_stacks.TESTS)  # started in the background as the session began
     except LocalStackError as error:
-        local.down(layout, progress=lines.append)
-        pytest.fail(f"the local stack did not start: {error}\n" + "\n".join(lines))
-    running = RunningStack(layout, result, (layout.secrets / "master-key").read_text().strip())
-    yield running
-    leftover = local.down(layout, purge=True, progress=lines.append)
+        pytest.fail(str(error))
+    layout = live_stacks.TESTS.layout()
+    yield RunningStack(layout, result, (layout.secrets / "master-key").read_text().strip())
+    leftover = live_stacks.down(live_stacks.TESTS)
     assert leftover == [], f"processes survived supervisor's shutdown and were killed: {leftover}"
 
 

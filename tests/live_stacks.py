@@ -1,0 +1,88 @@
+"""The two real local stacks the live tests run against, started side by side in the background as
+the session begins (tests/conftest.py), while the tests before them run: each takes two to three
+minutes to start, most of it the engines loading, and CI runs on two cores within an hour. The
+fixtures that hand them to tests (tests/gate/conftest.py, tests/local/conftest.py) wait for them;
+a session that never needed one does not start it.
+
+Each stack has a directory and ports of its own, so a developer's own stack keeps running."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tenantry.local import stack as local
+from tenantry.local.health import LocalStackError
+from tenantry.local.layout import DEFAULT_DIR, Layout
+from tenantry.local.stack import UpResult
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class LiveStack:
+    name: str
+    spec: Path
+    root: Path
+    port_base: int
+    log_requests: bool
+    """The engines log every request body they parsed: what the tests of tests/local read."""
+    tests: Path
+    """The folder whose tests use it."""
+
+    def layout(self) -> Layout:
+        return Layout.from_environment(self.root, self.port_base)
+
+
+GATE = LiveStack("gate", ROOT / "stacks" / "local.yaml", DEFAULT_DIR / "gate-stack",
+                 int(os.environ.get("TENANTRY_GATE_TEST_PORT_BASE", "19500")), False, ROOT / "tests" / "gate")
+TESTS = LiveStack("tests", ROOT / "tests" / "local" / "stack.yaml",
+                  Path(os.environ.get("TENANTRY_TEST_DIR", DEFAULT_DIR / "test-stack")),
+                  int(os.environ.get("TENANTRY_TEST_PORT_BASE", "19100")), True, ROOT / "tests" / "local")
+STACKS = (GATE, TESTS)
+
+_starting: dict[str, Future] = {}
+_pool = ThreadPoolExecutor(max_workers=len(STACKS), thread_name_prefix="live-stack")
+
+
+def _up(stack: LiveStack) -> UpResult:
+    """A fresh stack: whatever an earlier session left in its directory is removed first."""
+    layout = stack.layout()
+    local.down(layout, purge=True, progress=lambda _: None)
+    lines: list[str] = []
+    try:
+        return local.up(str(stack.spec), layout, progress=lines.append, log_requests=stack.log_requests)
+    except LocalStackError as error:
+        local.down(layout, progress=lines.append)
+        raise LocalStackError(f"the {stack.name} stack did not start: {error}\n" + "\n".join(lines)) from None
+
+
+def start(stack: LiveStack) -> None:
+    if stack.name not in _starting:
+        _starting[stack.name] = _pool.submit(_up, stack)
+
+
+def needed(items, stack: LiveStack) -> bool:
+    return any(Path(item.path).is_relative_to(stack.tests) for item in items)
+
+
+def up(stack: LiveStack) -> UpResult:
+    """The stack once it serves (started now if the session did not start it); a failed start raises
+    LocalStackError with its progress lines."""
+    start(stack)
+    return _starting[stack.name].result()
+
+
+def down(stack: LiveStack) -> list[int]:
+    """Stop the stack and remove its directory; the PIDs that had to be killed."""
+    _starting.pop(stack.name, None)
+    return local.down(stack.layout(), purge=True, progress=lambda _: None)
+
+
+def down_any_left() -> None:
+    """At the session's end: stacks started for tests that never ran (deselected, interrupted)."""
+    for name, future in list(_starting.items()):
+        future.exception()  # wait for a start under way
+        down(next(s for s in STACKS if s.name == name))
