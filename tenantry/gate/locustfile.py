@@ -326,6 +326,7 @@ def _run_command(kind: str, action: str, subject: str) -> None:
         done = subprocess.run(shlex.split(command.format(engine=subject, replica=subject)), capture_output=True,
                               text=True, check=False, timeout=120)
         entry["result"] = f"exit {done.returncode} {(done.stdout + done.stderr).strip()[:200]}"
+        entry["done"] = elapsed()  # a command takes a moment (supervisorctl about 1 s): the fault is done by now
     ACTIONS.append(entry)
 
 

@@ -140,13 +140,13 @@ def _reconciled(prepared: Prepared, database_url: str, since: datetime, out: Pat
     """The verdict with the spend-reconciles check (tenantry/gate/spend.py), written back."""
     from dataclasses import asdict
 
-    from tenantry.gate.spend import at_risk, reconcile, recorded_by_tenant
+    from tenantry.gate.spend import at_risk, kill_window, reconcile, recorded_by_tenant
 
     records, killed = read_records(out), prepared.scenario.fault_at("kill-gateway")
+    window = kill_window((int(killed[0].subject), killed[1]) if killed else None, verdict.get("actions", []))
     check = reconcile(records + read_records(out, WARM_UP_JSONL),
                       lambda: recorded_by_tenant(prepared.plan, database_url, since),
-                      lost_with_a_replica=at_risk(records, (int(killed[0].subject), killed[1]) if killed else None,
-                                                  prepared.plan.gateway.spend_write_seconds))
+                      lost_with_a_replica=at_risk(records, window, prepared.plan.gateway.spend_write_seconds))
     verdict = {**verdict, "checks": [*verdict["checks"], asdict(check)], "passed": verdict["passed"] and check.passed}
     (out / VERDICT_JSON).write_text(json.dumps(verdict, indent=1), encoding="utf-8")
     return verdict, exit_code if check.passed else max(exit_code, 1)

@@ -20,7 +20,8 @@ from tenantry.plan.model import Plan
 from tenantry.showback import Period, ShowbackError, agrees, read_spend
 
 KILL_SETTLE_SECONDS = 1.0
-"""A kill command runs as its stage starts; by this long after, the process is gone."""
+"""A kill command runs as its stage starts; by this long after, the process is gone (after the
+command returned, where the gate recorded when: at_risk)."""
 WRITTEN_WITHIN_SECONDS = 90.0
 """LiteLLM writes spend every `proxy_batch_write_at` seconds (the Plan's gateway.spend_write_seconds);
 a run's last records are in PostgreSQL well within this, or they were lost."""
@@ -50,16 +51,27 @@ def recorded_by_tenant(plan: Plan, database_url: str, since: datetime) -> dict[s
     return {tenant: (int(n), usd) for tenant, (n, usd) in totals.items()}
 
 
-def at_risk(records: list[Record], killed: tuple[int, float] | None, batch_seconds: float) -> list[Record]:
-    """Answers of a gateway replica killed at a moment (its index, seconds into the run) that may not
-    have been written: those of its last two batches, `batch_seconds` each (the Plan's
-    gateway.spend_write_seconds), the one waiting and one being written when it died. Their spend can
-    die with it (docs/decisions.md: Every gate run reconciles spend)."""
+def at_risk(records: list[Record], killed: tuple[int, float, float] | None, batch_seconds: float) -> list[Record]:
+    """Answers of a gateway replica killed in a window (its index; when the kill command started and
+    when it returned, seconds into the run) that may not have been written: those of its last two
+    batches before the kill, `batch_seconds` each (the Plan's gateway.spend_write_seconds), the one
+    waiting and one being written when it died, and any it answered until the signal landed. Their
+    spend can die with it (docs/decisions.md: Every gate run reconciles spend)."""
     if killed is None:
         return []
-    replica, at = killed
+    replica, started, done = killed
     return [r for r in records if r.ok and r.gateway == replica
-            and at - 2 * batch_seconds <= r.sent + r.e2e <= at + KILL_SETTLE_SECONDS]
+            and started - 2 * batch_seconds <= r.sent + r.e2e <= done + KILL_SETTLE_SECONDS]
+
+
+def kill_window(scenario_kill: tuple[int, float] | None, actions: list[dict]) -> tuple[int, float, float] | None:
+    """The killed replica and when its kill command started and returned, from the run's actions
+    (verdict.json); the stage's start when the run did not record it."""
+    if scenario_kill is None:
+        return None
+    replica, stage_start = scenario_kill
+    action = next((a for a in actions if a.get("action", "").startswith("kill-gateway")), {})
+    return replica, action.get("at", stage_start), action.get("done", action.get("at", stage_start))
 
 
 def reconcile(records: list[Record], read_recorded: Callable[[], dict[str, tuple[int, float]]],

@@ -71,10 +71,25 @@ def test_only_the_killed_replicas_last_unwritten_answers_may_go_uncharged():
     from tenantry.gate.spend import at_risk
 
     records = [answered_on(0, 30.0), answered_on(1, 15.0), answered_on(1, 27.0), answered_on(1, 33.0)]
-    risked = at_risk(records, (1, 28.0), batch_seconds=5)  # replica 1 killed 28 s in: its answers of the last 10 s
+    risked = at_risk(records, (1, 28.0, 28.0), batch_seconds=5)  # replica 1 killed 28 s in: its last 10 s
     assert risked == [records[2]]
     check = reconcile(records, lambda: {"acme": (3, 0.003)}, sleep=never_sleep, lost_with_a_replica=risked)
     assert check.passed and "lost with it: acme 1 ($0.00100000)" in check.detail
     check = reconcile(records, lambda: {"acme": (2, 0.002)}, wait_seconds=0, sleep=never_sleep,
                       lost_with_a_replica=risked)
     assert not check.passed and "LiteLLM recorded 2 request(s), the gate was answered 4 times" in check.detail
+
+
+def test_answers_until_the_kill_command_returned_are_at_risk_too():
+    """CI: supervisorctl took about a second to signal the replica, which answered meanwhile; that
+    answer's spend died with it (the window ended 1 s after the stage's start)."""
+    from tenantry.gate.spend import at_risk, kill_window
+
+    actions = [{"at": 0.0, "action": "stage before"}, {"at": 10.23, "action": "kill-gateway 1", "done": 10.9}]
+    window = kill_window((1, 10.0), actions)
+    assert window == (1, 10.23, 10.9)
+    late = answered_on(1, 11.14)
+    assert at_risk([late, answered_on(1, 12.5)], window, batch_seconds=2) == [late]
+    assert at_risk([late], (1, 10.0, 10.0), batch_seconds=2) == []  # the stage's start alone missed it
+    assert kill_window((1, 10.0), []) == (1, 10.0, 10.0)  # a run that did not record the command
+    assert kill_window(None, actions) is None
