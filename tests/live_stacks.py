@@ -75,10 +75,11 @@ def up(stack: LiveStack) -> UpResult:
     return _starting[stack.name].result()
 
 
-def down(stack: LiveStack) -> list[int]:
-    """Stop the stack and remove its directory; the PIDs that had to be killed."""
+def down(stack: LiveStack, keep_logs: bool = False) -> list[int]:
+    """Stop the stack and remove its directory, unless its logs are kept for a failed session to be
+    read (the next session removes them); the PIDs that had to be killed."""
     _starting.pop(stack.name, None)
-    return local.down(stack.layout(), purge=True, progress=lambda _: None)
+    return local.down(stack.layout(), purge=not keep_logs, progress=lambda _: None)
 
 
 def down_any_left() -> None:

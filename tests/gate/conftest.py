@@ -43,13 +43,14 @@ class GateRun:
 
 
 @pytest.fixture(scope="package")
-def gate_stack() -> Layout:
+def gate_stack(request) -> Layout:
     try:
         live_stacks.up(live_stacks.GATE)  # started in the background as the session began
     except LocalStackError as error:
         pytest.fail(str(error))
     yield live_stacks.GATE.layout()
-    leftover = live_stacks.down(live_stacks.GATE)
+    # A failed session keeps the stack's logs in its directory (the next session removes them).
+    leftover = live_stacks.down(live_stacks.GATE, keep_logs=request.session.testsfailed > 0)
     assert leftover == [], f"processes survived supervisor's shutdown and were killed: {leftover}"
 
 

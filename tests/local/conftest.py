@@ -75,14 +75,15 @@ class RunningStack:
 
 
 @pytest.fixture(scope="session")
-def stack() -> RunningStack:
+def stack(request) -> RunningStack:
     try:
         result = live_stacks.up(live_stacks.TESTS)  # started in the background as the session began
     except LocalStackError as error:
         pytest.fail(str(error))
     layout = live_stacks.TESTS.layout()
     yield RunningStack(layout, result, (layout.secrets / "master-key").read_text().strip())
-    leftover = live_stacks.down(live_stacks.TESTS)
+    # A failed session keeps the stack's logs in its directory (the next session removes them).
+    leftover = live_stacks.down(live_stacks.TESTS, keep_logs=request.session.testsfailed > 0)
     assert leftover == [], f"processes survived supervisor's shutdown and were killed: {leftover}"
 
 
