@@ -1,5 +1,6 @@
-"""The checks of the fault scenarios (tenantry/gate/scenarios.py: engine-failure, gateway-killed, database-outage, redis-outage):
-what was lost when a part of the stack failed under load. Each says what it saw in figures."""
+"""The checks of the fault scenarios (tenantry/gate/scenarios.py: engine-failure, gateway-killed,
+database-outage, redis-outage): what was lost when a part of the stack failed under load. Each says
+what it saw in figures."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def cut_by_a_stopped_engine(records: list[Record], plan: Plan, scenario: Scenari
     """Requests to the stopped engine (its model or adapters) in flight as it stopped that failed: a
     stream already under way cannot move to the fallback, so it ends with an error event. They are
     the fault itself, judged by fallback-served (an end within CLEAN_FAILURE_SECONDS of the engine's),
-    not counted in the tenants' error rates (docs/decisions.md: Streams cut by a stopped engine are the fault, not the tenant's errors)."""
+    not counted in the tenants' error rates (docs/decisions.md: Streams cut by a stopped engine are
+    the fault, not the tenant's errors)."""
     stopped = scenario.fault_at("stop-engine")
     if stopped is None:
         return []
@@ -81,14 +83,16 @@ def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Che
     served = [r for r in after if r.ok and any(f in r.served_by for f in fallbacks)]
     cut = cut_by_a_stopped_engine(records, plan, scenario)
     hung = [r for r in cut if _ended(r) > failed_at + STOP_SETTLE_SECONDS + CLEAN_FAILURE_SECONDS]
-    cut_seen = (f"{len(cut)} in flight as it stopped failed within {max((_ended(r) - failed_at for r in cut), default=0):.1f} s"
+    slowest = max((_ended(r) - failed_at for r in cut), default=0)
+    cut_seen = (f"{len(cut)} in flight as it stopped failed within {slowest:.1f} s"
                 + (f" (first: {cut[0].error[:100]})" if cut else "") + ", not counted in error rates")
     problems = [] if served else [f"none of its {len(after)} requests were answered by {', '.join(fallbacks)}"]
     if hung:
         problems.append(f"{len(hung)} request(s) in flight as it stopped took more than "
                         f"{STOP_SETTLE_SECONDS + CLEAN_FAILURE_SECONDS:g} s to fail")
     if problems:
-        return Check("fallback-served", False, f"after engine {engine} stopped, " + "; ".join(problems) + f"; {cut_seen}")
+        return Check("fallback-served", False,
+                     f"after engine {engine} stopped, " + "; ".join(problems) + f"; {cut_seen}")
     return Check("fallback-served", True, f"after engine {engine} stopped, {len(served)} of its {len(after)} "
                  f"requests were answered by {', '.join(fallbacks)}; {cut_seen}")
 

@@ -94,8 +94,8 @@ def request_problem(path: str, body: bytes) -> str | None:
     if path.endswith("/chat/completions") and request.get("messages") is not None:
         return _messages_problem(request["messages"])
     prompt = request.get("prompt", "")
-    if path.endswith("/completions") and not path.endswith("/chat/completions") and not (
-            isinstance(prompt, str) or (prompt and isinstance(prompt, list) and all(isinstance(p, str) for p in prompt))):
+    text = isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt))
+    if path.endswith("/completions") and not path.endswith("/chat/completions") and not text:
         return "prompt must be a string or a non-empty list of strings (this gateway takes no token ids)"
     return None
 

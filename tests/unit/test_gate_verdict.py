@@ -188,7 +188,8 @@ def test_streams_cut_by_the_stopped_engine_are_judged_by_the_fault_not_the_error
     failure = scenario("engine-failure", plan, short=True)
     _, stopped_at = failure.fault_at("stop-engine")
     served = [*steady_records(), request("acme", "guaranteed", stopped_at + 20, served_by="micro")]
-    cut = request("globex", "best-effort", stopped_at - 1, gaps=(0.02, 3.0), error="an error event: payload not completed")
+    cut = request("globex", "best-effort", stopped_at - 1, gaps=(0.02, 3.0),
+                  error="an error event: payload not completed")
     result = verdict([*served, cut], plan, failure)
     assert result.passed, result
     assert result.tenants["globex"].errors == 0 and result.tenants["globex"].requests == 40
