@@ -58,6 +58,11 @@ def unexplained_refusals(records: list[Record], plan: Plan) -> list[Record]:
     return unexplained
 
 
+def _served_by(plan: Plan, engine: str) -> set[str]:
+    """What a client asks for to reach an engine: its model and its adapters."""
+    return {engine, *(a.name for a in plan.engine(engine).lora.adapters)}
+
+
 def cut_by_a_stopped_engine(records: list[Record], plan: Plan, scenario: Scenario) -> list[Record]:
     """Requests to the stopped engine (its model or adapters) in flight as it stopped that failed: a
     stream already under way cannot move to the fallback, so it ends with an error event. They are
@@ -68,7 +73,7 @@ def cut_by_a_stopped_engine(records: list[Record], plan: Plan, scenario: Scenari
     if stopped is None:
         return []
     fault, at = stopped
-    models = {fault.subject, *(a.name for a in plan.engine(fault.subject).lora.adapters)}
+    models = _served_by(plan, fault.subject)
     return [r for r in records if r.target in models and r.sent < at + STOP_SETTLE_SECONDS and _ended(r) >= at
             and _failed(r)]
 
@@ -78,7 +83,7 @@ def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Che
     flight as it stopped fail promptly, with a status or an error event (cut_by_a_stopped_engine)."""
     engine, fallbacks = scenario.subject["engine"], scenario.subject["fallback"].split(",")
     _, failed_at = scenario.fault_at("stop-engine")
-    models = {engine, *(a.name for a in plan.engine(engine).lora.adapters)}
+    models = _served_by(plan, engine)
     after = [r for r in records if r.target in models and r.sent >= failed_at]
     served = [r for r in after if r.ok and any(f in r.served_by for f in fallbacks)]
     cut = cut_by_a_stopped_engine(records, plan, scenario)
