@@ -1,8 +1,10 @@
-"""The two real local stacks the live tests run against, started side by side in the background as
-the session begins (tests/conftest.py), while the tests before them run: each takes two to three
-minutes to start, most of it the engines loading, and CI runs on two cores within an hour. The
-fixtures that hand them to tests (tests/gate/conftest.py, tests/local/conftest.py) wait for them;
-a session that never needed one does not start it.
+"""The two real local stacks the live tests run against, started in the background as the session
+begins (tests/conftest.py), while the tests before them run: each takes two to three minutes to
+start, most of it the engines loading, and CI runs on two cores within an hour. They start one
+after the other, the gate's first (its tests run first): four engines loading at once beside the
+Ansible converge left one of them silent for four minutes in CI. The fixtures that hand them to
+tests (tests/gate/conftest.py, tests/local/conftest.py) wait for them; a session that never
+needed one does not start it.
 
 Each stack has a directory and ports of its own, so a developer's own stack keeps running."""
 
@@ -44,7 +46,7 @@ TESTS = LiveStack("tests", ROOT / "tests" / "local" / "stack.yaml",
 STACKS = (GATE, TESTS)
 
 _starting: dict[str, Future] = {}
-_pool = ThreadPoolExecutor(max_workers=len(STACKS), thread_name_prefix="live-stack")
+_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-stack")  # one start at a time
 
 
 def _up(stack: LiveStack) -> UpResult:

@@ -27,7 +27,8 @@ from tenantry.local import credentials, models, postgres, services
 from tenantry.local.alert_receiver import HEALTH_PATH as RECEIVER_HEALTH_PATH
 from tenantry.local.health import LocalStackError, http_ok, port_open, process_alive, wait_healthy
 from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports, State, engine_process, gateway_process
-from tenantry.local.supervisor import SUPERVISORD, start_supervisor, supervisor_running, supervisorctl
+from tenantry.local.supervisor import (SUPERVISORD, start_supervisor, supervisor_running, supervisorctl,
+                                       wait_for_engine)
 from tenantry.plan.model import Plan
 from tenantry.stacks import plan_stack, require_fit, stack_path
 
@@ -205,8 +206,7 @@ def _wait_until_serving(plan: Plan, layout: Layout, ports: Ports, step: Progress
     """Wait for every engine, gateway and monitoring process to be healthy; returns the gateways' URLs."""
     for engine in plan.engines:
         port = ports.engines[engine.name]
-        wait_healthy(f"engine {engine.name}", lambda p=port: http_ok(f"http://{HOST}:{p}/health"), 240,
-                     layout.logs / f"{engine_process(engine.name)}.log")
+        wait_for_engine(layout, engine.name, port, step)
         step(f"engine {engine.name} healthy on {HOST}:{port}")
     gateway_urls = [f"http://{HOST}:{port}" for port in ports.gateways]
     for replica, url in enumerate(gateway_urls):

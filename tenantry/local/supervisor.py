@@ -3,17 +3,27 @@ local stack: talking to it, and the engine stop/start the tests and the gate use
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
-from tenantry.local.health import LocalStackError, http_ok, process_alive, wait_healthy
+from collections.abc import Callable
+
+from tenantry.local.health import (LocalStackError, http_ok, log_tail, process_alive, stuck_process_report,
+                                    wait_healthy)
 from tenantry.local.layout import HOST, Layout, engine_process
 from tenantry.plan.model import Plan
 
 SUPERVISORCTL = Path(sys.executable).parent / "supervisorctl"
 SUPERVISORD = Path(sys.executable).parent / "supervisord"
+
+ENGINE_START_SECONDS = 240
+"""How long a local engine may take to serve before it is restarted, once, as a Kubernetes startup
+probe would: about 35 s on an idle two-core machine, several times that beside another stack's
+engines and an Ansible converge (docs/decisions.md: A local engine that does not start in time is
+restarted once, with its stacks logged)."""
 
 
 def supervisorctl(layout: Layout, *args: str, check: bool = True) -> str:
@@ -67,7 +77,35 @@ def stop_engine(layout: Layout, engine: str) -> None:
     supervisorctl(layout, "stop", engine_process(engine))
 
 
-def restart_engine_if_stopped(layout: Layout, plan: Plan, engine: str, seconds: float = 240) -> bool:
+def program_pid(layout: Layout, name: str) -> int | None:
+    match = re.search(r"\bpid (\d+),", supervisorctl(layout, "status", name, check=False))
+    return int(match.group(1)) if match else None
+
+
+def wait_for_engine(layout: Layout, engine: str, port: int, step: Callable[[str], None] = lambda _: None,
+                    seconds: float = ENGINE_START_SECONDS) -> None:
+    """Wait until the engine serves; one that has not within `seconds` has what its processes are
+    doing recorded (their Python stacks into its log) and is restarted once. An engine that fails
+    twice raises LocalStackError with both records and the end of its log."""
+    name = engine_process(engine)
+    reports = []
+    for attempt in (1, 2):
+        try:
+            wait_healthy(f"engine {engine}", lambda: http_ok(f"http://{HOST}:{port}/health"), seconds)
+            return
+        except LocalStackError:
+            pid = program_pid(layout, name)
+            reports.append(stuck_process_report(pid) if pid else "not running")
+        if attempt == 1:
+            step(f"engine {engine} did not serve within {seconds:.0f} s ({reports[0]}; its Python "
+                 f"stacks are in {layout.logs / (name + '.log')}): restarting it once, as a startup probe would")
+            supervisorctl(layout, "restart", name)
+    raise LocalStackError(
+        f"engine {engine} did not become healthy within {seconds:.0f} s, twice (restarted once); "
+        f"first: {reports[0]}; then: {reports[1]}{log_tail(layout.logs / f'{name}.log', 60)}")
+
+
+def restart_engine_if_stopped(layout: Layout, plan: Plan, engine: str) -> bool:
     """Start an engine supervisor is not running (a test or the gate stopped it), or let one it is
     starting again (a killed engine) load, and wait until it is healthy; True when it was not."""
     port = layout.ports(plan).engines[engine]
@@ -76,6 +114,5 @@ def restart_engine_if_stopped(layout: Layout, plan: Plan, engine: str, seconds: 
     if not any(state in supervisorctl(layout, "status", engine_process(engine), check=False)
                for state in ("RUNNING", "STARTING", "BACKOFF")):
         supervisorctl(layout, "start", engine_process(engine), check=False)
-    wait_healthy(f"engine {engine}", lambda: http_ok(f"http://{HOST}:{port}/health"), seconds,
-                 layout.logs / f"{engine_process(engine)}.log")
+    wait_for_engine(layout, engine, port)
     return True

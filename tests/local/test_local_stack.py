@@ -17,9 +17,9 @@ import pytest
 from tenantry.catalog.models import catalog_model
 from tenantry.gateway.reconciler import GatewayRefused, LiteLLM, reconcile
 from tenantry.local import stack as local
-from tenantry.local.health import process_alive
+from tenantry.local.health import LocalStackError, process_alive
 from tenantry.local.models import job_for
-from tenantry.local.supervisor import fault_commands, restart_engine_if_stopped
+from tenantry.local.supervisor import fault_commands, program_pid, restart_engine_if_stopped, wait_for_engine
 from tenantry.configs.teams import desired_teams
 from tenantry.stacks import plan_stack
 from tests.local.conftest import SPEC, chat, stream_text
@@ -331,6 +331,26 @@ def test_an_engine_killed_mid_stream_ends_its_stream_with_an_error_event_and_new
             assert chunks and not [c for c in chunks if "error" in c], chunks[:2]
     finally:
         restart_engine_if_stopped(stack.layout, stack.up.plan, "tiny")  # supervisord starts it again; wait for it
+
+
+def test_an_engine_that_does_not_serve_in_time_has_its_stacks_logged_and_is_restarted_once(stack):
+    """No time at all to start: both waits "fail", so the error carries both records."""
+    log = stack.layout.logs / "engine-micro.log"
+    pid, logged = program_pid(stack.layout, "engine-micro"), log.stat().st_size
+    steps: list[str] = []
+    try:
+        with pytest.raises(LocalStackError) as refused:
+            wait_for_engine(stack.layout, "micro", stack.up.ports.engines["micro"], steps.append, seconds=0)
+    finally:
+        restart_engine_if_stopped(stack.layout, stack.up.plan, "micro")
+    print(refused.value)
+    assert len(steps) == 1 and "restarting it once" in steps[0] and f"{pid} vllm" in steps[0], steps
+    assert "VLLM::Worker" in steps[0] and "GiB available" in steps[0], steps
+    assert "twice (restarted once)" in str(refused.value) and "last lines of" in str(refused.value)
+    assert program_pid(stack.layout, "engine-micro") not in (None, pid), "the engine was not restarted"
+    with log.open(errors="replace") as text:
+        text.seek(logged)
+        assert "most recent call first" in text.read(), "the engine's processes did not log their stacks"
 
 
 @pytest.mark.slow
