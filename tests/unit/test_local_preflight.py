@@ -3,6 +3,8 @@ renders from the Plan (no processes here; tests/local runs the real stack)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import socket
 import subprocess
 import sys
@@ -100,8 +102,37 @@ def test_the_local_target_does_every_fault_through_its_own_supervisor(tmp_path):
     assert set(FAULTS) <= set(commands) and {"start-postgres", "start-redis"} <= set(commands)
     ctl = [str(SUPERVISORCTL), "-c", str(layout.supervisor_conf)]
     assert shlex.split(commands["stop-engine"].format(engine="tiny")) == [*ctl, "stop", "engine-tiny"]
-    assert shlex.split(commands["kill-engine"].format(engine="tiny")) == [*ctl, "signal", "KILL", "engine-tiny"]
-    assert shlex.split(commands["kill-gateway"].format(replica="1")) == [*ctl, "signal", "KILL", "gateway-1"]
+    for kind, subject, program in (("kill-engine", "tiny", "engine-tiny"), ("kill-gateway", "1", "gateway-1")):
+        shell, flag, script = shlex.split(commands[kind].format(engine=subject, replica=subject))
+        assert (shell, flag) == ("sh", "-c") and script.startswith(f"pid=$({shlex.join(ctl)} pid {program}) && ")
+        assert script.endswith('[ "$pid" -gt 1 ] && kill -KILL "-$pid"')  # the whole group, never group 0
+
+
+def test_a_kill_command_kills_the_whole_process_group_and_nothing_when_the_program_is_not_running(tmp_path):
+    """The command's shell, run against a stand-in for supervisorctl that prints a PID: a process
+    group of two sleeps dies whole; PID 0 (not running) sends nothing."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+
+    from tenantry.local.supervisor import _kill_process_group
+
+    group = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60; wait"], start_new_session=True)
+    fake_ctl = tmp_path / "ctl"
+    try:
+        for pid, survives in ((0, True), (group.pid, False)):
+            fake_ctl.write_text(f"#!/bin/sh\necho {pid}\n")
+            fake_ctl.chmod(0o755)
+            subprocess.run(shlex.split(_kill_process_group(shlex.quote(str(fake_ctl)), "engine-tiny")), check=False,
+                           timeout=30)
+            listed = subprocess.run(["pgrep", "-g", str(group.pid)], capture_output=True, text=True).stdout.split()
+            members = [pid for pid in map(int, listed) if process_alive(pid)]  # a killed sleep may stay a zombie
+            assert (len(members) == 3) is survives, members  # the group's sh and its two sleeps
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group.pid, signal.SIGKILL)
+        group.wait(timeout=30)
 
 
 def test_prometheus_scrapes_the_same_jobs_as_on_kubernetes(tmp_path):
