@@ -1,5 +1,5 @@
-"""The checks of the fault scenarios (tenantry/gate/scenarios.py: engine-failure, gateway-killed,
-database-outage, redis-outage): what was lost when a part of the stack failed under load. Each says
+"""The checks of the fault scenarios (tenantry/gate/scenarios.py: engine-failure, engine-killed,
+gateway-killed, database-outage, redis-outage): what was lost when a part of the stack failed under load. Each says
 what it saw in figures."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 import statistics
 
 from tenantry.gate.records import Record
-from tenantry.gate.scenarios import OUTAGE_SECONDS, Scenario
+from tenantry.gate.scenarios import OUTAGE_SECONDS, Fault, Scenario
 from tenantry.gate.spend import KILL_SETTLE_SECONDS
 from tenantry.gate.verdict import Check, is_shed
 from tenantry.gateway.tenant_policy_ledger import LEASE_SECONDS, RENEW_EVERY_SECONDS
@@ -58,48 +58,88 @@ def unexplained_refusals(records: list[Record], plan: Plan) -> list[Record]:
     return unexplained
 
 
-def _served_by(plan: Plan, engine: str) -> set[str]:
+def served_by(plan: Plan, engine: str) -> set[str]:
     """What a client asks for to reach an engine: its model and its adapters."""
     return {engine, *(a.name for a in plan.engine(engine).lora.adapters)}
 
 
-def cut_by_a_stopped_engine(records: list[Record], plan: Plan, scenario: Scenario) -> list[Record]:
-    """Requests to the stopped engine (its model or adapters) in flight as it stopped that failed: a
-    stream already under way cannot move to the fallback, so it ends with an error event. They are
-    the fault itself, judged by fallback-served (an end within CLEAN_FAILURE_SECONDS of the engine's),
-    not counted in the tenants' error rates (docs/decisions.md: Streams cut by a stopped engine are
-    the fault, not the tenant's errors)."""
-    stopped = scenario.fault_at("stop-engine")
-    if stopped is None:
+ENGINE_FAULTS = {"stop-engine": STOP_SETTLE_SECONDS, "kill-engine": KILL_SETTLE_SECONDS}
+"""The faults that take an engine away, each with how long after its stage starts a request may
+still reach the engine (a SIGKILL is immediate; supervisord's SIGTERM takes seconds)."""
+COMPLETE_FINISH_REASONS = ("stop", "length")
+"""What a whole answer ends with; anything else (none, "abort") is an answer cut short."""
+
+
+def engine_fault(scenario: Scenario) -> tuple[Fault, float, float] | None:
+    """The scenario's fault that takes an engine away: the fault, when its stage starts, and until
+    when a request may still have reached the engine."""
+    for kind, settle in ENGINE_FAULTS.items():
+        found = scenario.fault_at(kind)
+        if found:
+            return found[0], found[1], max(found[1] + settle, scenario.fault_done(kind) + KILL_SETTLE_SECONDS)
+    return None
+
+
+def _in_flight_at_fault(records: list[Record], plan: Plan, scenario: Scenario) -> list[Record]:
+    found = engine_fault(scenario)
+    if found is None:
         return []
-    fault, at = stopped
-    models = _served_by(plan, fault.subject)
-    return [r for r in records if r.target in models and r.sent < at + STOP_SETTLE_SECONDS and _ended(r) >= at
-            and _failed(r)]
+    fault, at, reach = found
+    models = served_by(plan, fault.subject)
+    return [r for r in records if r.target in models and r.sent < reach and _ended(r) >= at]
+
+
+def cut_by_an_engine_fault(records: list[Record], plan: Plan, scenario: Scenario) -> list[Record]:
+    """Requests to the stopped or killed engine (its model or adapters) in flight as it went that
+    failed: a stream already under way cannot move to the fallback, so it ends with an error event.
+    They are the fault itself, judged by fallback-served (a clean end within CLEAN_FAILURE_SECONDS
+    of the engine's), not counted in the tenants' error rates (docs/decisions.md: Streams cut by a
+    stopped engine are the fault, not the tenant's errors)."""
+    return [r for r in _in_flight_at_fault(records, plan, scenario) if _failed(r)]
+
+
+def _unclean(record: Record) -> bool:
+    """A failure the client cannot tell from a network fault: no status, or a stream that broke off
+    without the gateway's error event."""
+    return record.status == 0 or record.stream_end == "cut"
 
 
 def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
-    """Requests to the stopped engine sent after it stopped are answered by its fallback; those in
-    flight as it stopped fail promptly, with a status or an error event (cut_by_a_stopped_engine)."""
+    """Requests to the lost engine sent after it went are answered by its fallback (or by the engine
+    once its supervisor has started it again); those in flight as it went either completed whole or
+    fail promptly and cleanly, with a status or an error event (cut_by_an_engine_fault)."""
     engine, fallbacks = scenario.subject["engine"], scenario.subject["fallback"].split(",")
-    _, failed_at = scenario.fault_at("stop-engine")
-    models = _served_by(plan, engine)
+    fault, failed_at, reach = engine_fault(scenario)
+    went = "was killed" if fault.kind == "kill-engine" else "stopped"
+    models = served_by(plan, engine)
     after = [r for r in records if r.target in models and r.sent >= failed_at]
     served = [r for r in after if r.ok and any(f in r.served_by for f in fallbacks)]
-    cut = cut_by_a_stopped_engine(records, plan, scenario)
-    hung = [r for r in cut if _ended(r) > failed_at + STOP_SETTLE_SECONDS + CLEAN_FAILURE_SECONDS]
+    cut = cut_by_an_engine_fault(records, plan, scenario)
+    whole = [r for r in _in_flight_at_fault(records, plan, scenario) if r.ok]
+    truncated = [r for r in whole if r.finish_reason not in COMPLETE_FINISH_REASONS]
+    hung = [r for r in cut if _ended(r) > reach + CLEAN_FAILURE_SECONDS]
+    unclean = [r for r in cut if _unclean(r)]
     slowest = max((_ended(r) - failed_at for r in cut), default=0)
-    cut_seen = (f"{len(cut)} in flight as it stopped failed within {slowest:.1f} s"
-                + (f" (first: {cut[0].error[:100]})" if cut else "") + ", not counted in error rates")
+    seen = (f"{len(cut)} in flight as it {went} failed within {slowest:.1f} s"
+            + (f" (first: {cut[0].error[:100]})" if cut else "") + f", not counted in error rates; {len(whole)} "
+            f"completed whole")
     problems = [] if served else [f"none of its {len(after)} requests were answered by {', '.join(fallbacks)}"]
+    if fault.mid_stream and not cut:
+        problems.append("no stream under way was cut: nothing shows how one ends")
     if hung:
-        problems.append(f"{len(hung)} request(s) in flight as it stopped took more than "
-                        f"{STOP_SETTLE_SECONDS + CLEAN_FAILURE_SECONDS:g} s to fail")
+        problems.append(f"{len(hung)} request(s) in flight as it {went} took more than "
+                        f"{reach - failed_at + CLEAN_FAILURE_SECONDS:g} s to fail")
+    if unclean:
+        problems.append(f"{len(unclean)} request(s) in flight as it {went} broke off without a status or an error "
+                        f"event (first: {unclean[0].error[:100]})")
+    if truncated:
+        problems.append(f"{len(truncated)} answer(s) in flight as it {went} ended as a success without a finish "
+                        f"reason of {' or '.join(COMPLETE_FINISH_REASONS)} (first: "
+                        f"{truncated[0].finish_reason or 'none'}, {truncated[0].output_tokens} tokens)")
     if problems:
-        return Check("fallback-served", False,
-                     f"after engine {engine} stopped, " + "; ".join(problems) + f"; {cut_seen}")
-    return Check("fallback-served", True, f"after engine {engine} stopped, {len(served)} of its {len(after)} "
-                 f"requests were answered by {', '.join(fallbacks)}; {cut_seen}")
+        return Check("fallback-served", False, f"after engine {engine} {went}, " + "; ".join(problems) + f"; {seen}")
+    return Check("fallback-served", True, f"after engine {engine} {went}, {len(served)} of its {len(after)} "
+                 f"requests were answered by {', '.join(fallbacks)}; {seen}")
 
 
 def check_gateway_killed(records: list[Record], plan: Plan, scenario: Scenario) -> Check:

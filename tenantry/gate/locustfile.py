@@ -15,6 +15,7 @@ import random
 import shlex
 import subprocess
 import time
+from dataclasses import replace
 from itertools import count
 from pathlib import Path
 
@@ -23,8 +24,9 @@ import requests
 from locust import LoadTestShape, User, events, task
 
 from tenantry.gate import profiles
-from tenantry.gate.records import VERDICT_JSON, Record, retry_after_seconds, write_records
-from tenantry.gate.scenarios import Fault, Scenario, Stage, with_stage_seconds
+from tenantry.gate.records import VERDICT_JSON, Record, retry_after_seconds, token_gaps, write_records
+from tenantry.gate.fault_checks import served_by
+from tenantry.gate.scenarios import MID_STREAM_WAIT_SECONDS, Fault, Scenario, Stage, with_stage_seconds
 from tenantry.gate.scenarios import scenario as build_scenario
 from tenantry.gate.verdict import SHED_HEADER, verdict
 from tenantry.plan.model import Plan, TrafficPlan
@@ -53,6 +55,8 @@ RECORDS: list[Record] = []
 ACTIONS: list[dict] = []
 STARTED = {"at": time.monotonic()}
 IN_FLIGHT = {"requests": 0}
+STREAMING: dict[int, tuple[str, float]] = {}
+"""Streams under way: the model or adapter asked for and when the first token came, by request."""
 
 
 def elapsed() -> float:
@@ -122,16 +126,19 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
                     chunk = json.loads(line[6:])
                     if "error" in chunk:
                         record.error = str(chunk["error"])[:500]
+                        record.stream_end = "error event"
                         break
                     deltas = [c.get("delta") or {} for c in chunk.get("choices", [])]
                     now = time.monotonic()
                     if first is None and deltas:
                         first = now  # vLLM sends its first chunk (the role) with the first token
+                        STREAMING[id(record)] = (body["model"], elapsed())
                     if any(d.get("content") for d in deltas):
                         visible.append(now)
                     if deltas:
                         last = now
                     record.read_usage(chunk, PRICES)
+                record.stream_end = "[DONE]" if done else record.stream_end or "cut"
                 if first is None and not record.error:
                     record.error = "the stream carried no tokens"
                 if not done and not record.error:  # a stream cut short is never a success
@@ -141,27 +148,16 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
                 record.gaps = token_gaps(first, last, visible, record.output_tokens)
     except (requests.RequestException, ValueError) as error:
         record.error = f"{type(error).__name__}: {error}"[:500]
+        if body["stream"] and record.status == 200:
+            record.stream_end = "cut"  # broke off mid-stream
     finally:
         IN_FLIGHT["requests"] -= 1
+        STREAMING.pop(id(record), None)
     connection.done()
     record.e2e = time.monotonic() - start
     if first is not None:
         record.ttft = first - start
     return record
-
-
-def token_gaps(first: float | None, last: float | None, visible: list[float], tokens: int) -> list[float]:
-    """The gaps between tokens. LiteLLM forwards only chunks with text, so when a
-    stream showed fewer chunks than it had tokens (tokens that decode to nothing,
-    as the local random-weight models emit), each visible gap is spread evenly
-    over the tokens it carried."""
-    if first is None or last is None or tokens < 2:
-        return []
-    times = [first, *[t for t in visible if t > first]]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    if len(gaps) >= tokens - 1:
-        return gaps
-    return [(last - first) / (tokens - 1)] * (tokens - 1)
 
 
 def report_to_locust(user: User, record: Record) -> None:
@@ -224,7 +220,8 @@ class TenantUser(User):
                 return
             self.next_at = max(self.next_at + self.rng.expovariate(1 / interval), now - interval)
         entry = self.rng.choices(self.traffic.targets, weights=[t.share for t in self.traffic.targets])[0]
-        body = profiles.request_body(self.tenant, entry, self.rng, stream=True if SCENARIO.stream_all else None)
+        body = profiles.request_body(self.tenant, entry, self.rng, stream=True if SCENARIO.stream_all else None,
+                                     output_scale=SCENARIO.output_scale)
         record = Record(self.tenant.name, self.tenant.tier, self.traffic.profile, entry.target, stage.name, now,
                         body["stream"], 0, 0.0, gateway=self.gateway)
         RECORDS.append(send(self.connection, GATEWAYS[self.gateway], self.key, body, record))
@@ -312,7 +309,19 @@ TOTAL_USERS = sum(cls.fixed_count for cls in USER_CLASSES.values())
 
 
 def run_fault(fault: Fault) -> None:
-    """Do the fault with the target's command; undo it after its seconds, if it has any."""
+    """Do the fault with the target's command (a mid-stream one once a stream to its engine is under
+    way); undo it after its seconds, if it has any."""
+    if fault.mid_stream:
+        models, since = served_by(PLAN, fault.subject), elapsed()
+
+        def under_way(just_started: bool) -> int:
+            return sum(1 for model, first in list(STREAMING.values())
+                       if model in models and (not just_started or elapsed() - first < 0.5))
+
+        while not under_way(just_started=True) and elapsed() < since + MID_STREAM_WAIT_SECONDS:
+            gevent.sleep(0.05)
+        ACTIONS.append({"at": elapsed(), "action": f"{fault.describe()}: waited for a stream just started",
+                        "result": f"{under_way(just_started=False)} under way after {elapsed() - since:.1f} s"})
     _run_command(fault.kind, fault.describe(), fault.subject)
     if fault.restore:
         gevent.sleep(fault.seconds)
@@ -321,7 +330,7 @@ def run_fault(fault: Fault) -> None:
 
 def _run_command(kind: str, action: str, subject: str) -> None:
     command = RUN.get("fault_commands", {}).get(kind)
-    entry = {"at": elapsed(), "action": action, "result": f"no command given (--fault {kind}=COMMAND)"}
+    entry = {"at": elapsed(), "action": action, "kind": kind, "result": f"no command given (--fault {kind}=COMMAND)"}
     if command:
         done = subprocess.run(shlex.split(command.format(engine=subject, replica=subject)), capture_output=True,
                               text=True, check=False, timeout=120)
@@ -355,9 +364,24 @@ class GateShape(LoadTestShape):
         return TOTAL_USERS, TOTAL_USERS
 
 
+STALL_SECONDS = 1.0
+"""A pause of the load generator itself this long is written into the run's actions: while it lasts,
+no request is sent and no token is timed, so latencies measured across it are the client's."""
+
+
+def watch_for_stalls() -> None:
+    while True:
+        before = time.monotonic()
+        gevent.sleep(0.1)
+        late = time.monotonic() - before - 0.1
+        if late >= STALL_SECONDS:
+            ACTIONS.append({"at": elapsed() - late, "action": "load generator stalled", "result": f"{late:.1f} s"})
+
+
 @events.test_start.add_listener
 def _started(environment, **_kwargs) -> None:
     STARTED["at"] = time.monotonic()
+    gevent.spawn(watch_for_stalls)
 
 
 @events.quitting.add_listener
@@ -365,7 +389,9 @@ def _judge(environment, **_kwargs) -> None:
     """Write what was measured and the verdict; the exit code is the verdict."""
     OUT.mkdir(parents=True, exist_ok=True)
     write_records(OUT, RECORDS)
-    result = verdict(RECORDS, PLAN, SCENARIO)
+    done = replace(SCENARIO, fault_times={a["kind"]: (a["at"], a.get("done", a["at"])) for a in reversed(ACTIONS)
+                                          if "kind" in a})
+    result = verdict(RECORDS, PLAN, done)
     (OUT / VERDICT_JSON).write_text(json.dumps({**result.to_dict(), "actions": ACTIONS,
                                                 "seconds": SCENARIO.seconds}, indent=1), encoding="utf-8")
     environment.process_exit_code = 0 if result.passed else 1

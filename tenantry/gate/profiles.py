@@ -64,13 +64,15 @@ def rag_document(tenant: str, length: int) -> str:
 
 
 def request_body(tenant: TenantPlan, entry: TrafficPlan, rng: random.Random, stream: bool | None = None,
-                 prompt: str | None = None) -> dict:
+                 prompt: str | None = None, output_scale: float = 1.0) -> dict:
     """A chat completion for this tenant and traffic entry. `stream` overrides the
-    profile's choice; `prompt` replaces the generated one (cache probes)."""
+    profile's choice; `prompt` replaces the generated one (cache probes); the output
+    is `output_scale` times the tenant's typical length, within its cap."""
     length = tenant.typical_prompt_tokens
     if tenant.max_prompt_tokens:
         length = min(length, tenant.max_prompt_tokens - 32)  # room for the chat template
-    output = min(tenant.typical_output_tokens, tenant.max_output_tokens or tenant.typical_output_tokens)
+    wanted = max(1, round(tenant.typical_output_tokens * output_scale))
+    output = min(wanted, tenant.max_output_tokens or wanted)
     if prompt is None:
         if entry.profile == "rag":
             prompt = rag_document(tenant.name, length) + "\nQuestion: " + words(rng, length - int(

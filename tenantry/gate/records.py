@@ -64,6 +64,12 @@ class Record:
     cost_usd: float | None = None
     """The response's usage at the Plan's per-token prices of the model that served it (what LiteLLM
     should have charged); None without usage or for a model the Plan does not serve."""
+    finish_reason: str = ""
+    """Why the engine ended the answer ("stop", "length"), as the response or the stream's last chunk
+    said; empty when it never said."""
+    stream_end: str = ""
+    """How a stream ended: "[DONE]", "error event" (the gateway's clean failure), or "cut" (neither:
+    the connection closed or broke). Empty for requests not streamed."""
     error: str = ""
     shed: str = ""
     """On a 429 for capacity, why admission shed the request (the gateway's X-Tenantry-Shed);
@@ -84,9 +90,11 @@ class Record:
         return self.status == 200 and not self.error
 
     def read_usage(self, message: dict, prices: Mapping[str, ModelPrice]) -> None:
-        """The model that answered and its usage, from a response or a stream's chunk, and the usage's
-        cost at the Plan's prices (`prices`: tenantry.showback.model_prices)."""
+        """The model that answered, why it ended and its usage, from a response or a stream's chunk,
+        and the usage's cost at the Plan's prices (`prices`: tenantry.showback.model_prices)."""
         self.served_by = message.get("model") or self.served_by
+        for choice in message.get("choices") or ():
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
         usage = message.get("usage") or {}
         if usage:
             self.output_tokens = usage.get("completion_tokens") or 0
@@ -96,6 +104,20 @@ class Record:
                 self.cached_tokens = details["cached_tokens"]
             price = prices.get(self.served_by)
             self.cost_usd = price.cost(self.prompt_tokens, self.output_tokens) if price else None
+
+
+def token_gaps(first: float | None, last: float | None, visible: list[float], tokens: int) -> list[float]:
+    """The gaps between tokens. LiteLLM forwards only chunks with text, so when a
+    stream showed fewer chunks than it had tokens (tokens that decode to nothing,
+    as the local random-weight models emit), each visible gap is spread evenly
+    over the tokens it carried."""
+    if first is None or last is None or tokens < 2:
+        return []
+    times = [first, *[t for t in visible if t > first]]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    if len(gaps) >= tokens - 1:
+        return gaps
+    return [(last - first) / (tokens - 1)] * (tokens - 1)
 
 
 def write_jsonl(path: Path, records: list[Record]) -> None:

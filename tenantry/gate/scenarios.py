@@ -29,6 +29,13 @@ FAULTS = ("stop-engine", "kill-engine", "kill-gateway", "stop-postgres", "stop-r
 """What a stage can do to the stack as it starts. A target runs each with its own command
 (tenantry/gate/target.py, Target.fault_commands); stop-postgres and stop-redis are undone by the
 command named start-postgres and start-redis after the fault's seconds."""
+MID_STREAM_WAIT_SECONDS = 20.0
+"""The longest a mid-stream fault waits for a stream under way before it is done anyway."""
+MID_STREAM_OUTPUT_SCALE = 24.0
+"""A mid-stream fault's scenario asks for answers this many times the typical length, so that a
+stream just started is still under way when the fault lands: the local stack's 48-token answers
+took under a second, and `supervisorctl signal KILL` took up to 9 s under the gate's load (1,152
+tokens take 12 to 20 s there)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,9 @@ class Fault:
     seconds: float | None = None
     """How long before it is undone (stop-postgres, stop-redis); None: the platform brings it back
     (a killed process is restarted by its supervisor), or the gate after the run (a stopped engine)."""
+    mid_stream: bool = False
+    """Wait, at most MID_STREAM_WAIT_SECONDS, until a stream to the subject engine has just had its
+    first token, so that the fault cuts one under way rather than whatever chance has in flight."""
 
     @property
     def restore(self) -> str | None:
@@ -69,23 +79,35 @@ class Scenario:
     """Tenants pushed beyond their contract on purpose: reported, not held to their SLO."""
     stream_all: bool = False
     """Stream every request, batch ones too, so that first tokens are timed exactly."""
+    output_scale: float = 1.0
+    """Every answer this many times its tenant's typical length (within its cap)."""
     cache_probes: tuple[tuple[str, str, str], ...] = ()
     """(first tenant, second tenant, model): the same fresh prompt from one, then the other."""
     subject: dict[str, str] = field(default_factory=dict)
     """The tenants and engines a scenario is about (aggressor, victim, engine, ...)."""
+    fault_times: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """For each kind of fault, when its command started and when it returned (the fault was in effect
+    by then), in seconds into the run, as the run recorded them; empty as built (a mid-stream fault
+    starts after its stage does, and a command under load takes seconds)."""
 
     @property
     def seconds(self) -> float:
         return sum(stage.seconds for stage in self.stages)
 
     def fault_at(self, kind: str) -> tuple[Fault, float] | None:
-        """The first fault of this kind and when its stage starts (seconds into the run)."""
+        """The first fault of this kind and when it was done (seconds into the run): as recorded by
+        the run, or else as its stage starts."""
         start = 0.0
         for stage in self.stages:
             if stage.fault and stage.fault.kind == kind:
-                return stage.fault, start
+                return stage.fault, self.fault_times.get(kind, (start, start))[0]
             start += stage.seconds
         return None
+
+    def fault_done(self, kind: str) -> float | None:
+        """When the fault's command returned, as recorded by the run, or else when it started."""
+        found = self.fault_at(kind)
+        return None if found is None else self.fault_times.get(kind, (found[1], found[1]))[1]
 
     def stage_at(self, elapsed: float) -> Stage | None:
         for stage in self.stages:
@@ -183,17 +205,35 @@ def priority_ordering(plan: Plan, short: bool, tenant: str | None = None) -> Sce
                     subject={"spot": spot.name})
 
 
-def engine_failure(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
-    _guaranteed(plan, "engine-failure")
+def _lose_an_engine(plan: Plan, short: bool, name: str, fault: str, summary: str,
+                    mid_stream: bool = False) -> Scenario:
+    """Every tenant at half its contract; the first gateway fallback's engine is lost a third of the
+    way in (fault: stop-engine or kill-engine) and its fallback must serve."""
+    _guaranteed(plan, name)
     if not plan.gateway.fallbacks:
-        raise ScenarioError(f"scenario engine-failure needs a gateway fallback; stack {plan.stack} has none")
+        raise ScenarioError(f"scenario {name} needs a gateway fallback; stack {plan.stack} has none")
     fallback = plan.gateway.fallbacks[0]
     loads = {t.name: steady_load(t) for t in plan.tenants}
     seconds = (30, 75) if short else (120, 240)
-    return Scenario("engine-failure", f"engine {fallback.model} stops mid-run; {', '.join(fallback.to)} must serve",
-                    (Stage("before", seconds[0], loads), Stage("failed", seconds[1], loads,
-                                                               Fault("stop-engine", fallback.model))),
-                    checks=("fallback-served",), subject={"engine": fallback.model, "fallback": ",".join(fallback.to)})
+    return Scenario(name, f"engine {fallback.model} {summary}; {', '.join(fallback.to)} must serve",
+                    (Stage("before", seconds[0], loads),
+                     Stage("failed", seconds[1], loads, Fault(fault, fallback.model, mid_stream=mid_stream))),
+                    checks=("fallback-served",), stream_all=mid_stream,
+                    output_scale=MID_STREAM_OUTPUT_SCALE if mid_stream else 1.0,
+                    # Answers this long load the engines beyond the tenants' contracts.
+                    not_judged=tuple(t.name for t in plan.tenants) if mid_stream else (),
+                    subject={"engine": fallback.model, "fallback": ",".join(fallback.to)})
+
+
+def engine_failure(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    return _lose_an_engine(plan, short, "engine-failure", "stop-engine", "stops mid-run")
+
+
+def engine_killed(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    # Every request streamed, long, and the kill waits for one under way: the streams the engine's death
+    # cuts are what this scenario is about.
+    return _lose_an_engine(plan, short, "engine-killed", "kill-engine",
+                           "is killed (SIGKILL) mid-stream and started again by its supervisor", mid_stream=True)
 
 
 def cache_isolation(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
@@ -283,6 +323,7 @@ SCENARIOS: dict[str, Callable[[Plan, bool, str | None], Scenario]] = {
     "over-quota": over_quota,
     "priority-ordering": priority_ordering,
     "engine-failure": engine_failure,
+    "engine-killed": engine_killed,
     "gateway-killed": gateway_killed,
     "database-outage": database_outage,
     "redis-outage": redis_outage,

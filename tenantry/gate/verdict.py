@@ -281,8 +281,8 @@ class Verdict:
 def verdict(records: list[Record], plan: Plan, scenario: Scenario) -> Verdict:
     from tenantry.gate import fault_checks  # it builds on this module's Check
 
-    # Streams cut by a stopped engine are the fault itself, judged by its check (fault_checks.py).
-    cut = {id(r) for r in fault_checks.cut_by_a_stopped_engine(records, plan, scenario)}
+    # Streams cut by a stopped or killed engine are the fault itself, judged by its check (fault_checks.py).
+    cut = {id(r) for r in fault_checks.cut_by_an_engine_fault(records, plan, scenario)}
     judged = [r for r in records if id(r) not in cut]
     loaded = {name for stage in scenario.stages for name in stage.loads}
     tenants = {t.name: tenant_figures(judged, t, _active_seconds(scenario, t.name),

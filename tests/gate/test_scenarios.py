@@ -74,6 +74,16 @@ def test_engine_failure_mid_run_is_served_by_the_fallback(gate):
     assert "stop-engine tiny" in actions
 
 
+def test_an_engine_killed_mid_stream_ends_its_streams_with_an_error_event_and_the_fallback_serves(gate):
+    run = gate("engine-killed")
+    assert run.exit_code == 0, run.output
+    check = run.check("fallback-served")
+    assert check["passed"], check
+    assert re.search(r"[1-9]\d* in flight as it was killed failed", check["detail"]), check  # streams were cut
+    actions = [a["action"] for a in run.verdict()["actions"]]
+    assert "kill-engine tiny" in actions, actions
+
+
 def test_cache_isolation_hits_only_where_salts_match(gate):
     run = gate("cache-isolation")
     assert run.exit_code == 0, run.output

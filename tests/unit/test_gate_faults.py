@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.gate.fault_checks import check_database_outage, check_gateway_killed, check_redis_outage
+from tenantry.gate.fault_checks import (check_database_outage, check_fallback, check_gateway_killed,
+                                        check_redis_outage)
 from tenantry.gate.records import Record
 from tenantry.gate.scenarios import scenario
 from tenantry.gateway.tenant_policy_ledger import LEASE_SECONDS
@@ -156,3 +157,42 @@ def test_a_scenario_runs_with_the_stage_lengths_the_gate_was_given(plan):
     assert stretched.stages[1].fault == built.stages[1].fault
     with pytest.raises(ValueError, match="has 3 stages, not 2"):
         with_stage_seconds(built, [10, 30])
+
+
+def streamed(at: float, e2e: float, target: str = "tiny", served_by: str = "tiny", **outcome) -> Record:
+    """A stream of acme's; a whole one unless `outcome` says how it ended."""
+    ending = {"finish_reason": "length", "stream_end": "[DONE]", **outcome}
+    return Record("acme", "guaranteed", "chat", target, "failed", at, True, ending.pop("status", 200), e2e,
+                  served_by=served_by, **ending)
+
+
+def test_an_engine_killed_mid_stream_must_end_its_streams_with_an_error_event_and_never_as_a_success(plan):
+    killed = scenario("engine-killed", plan, short=True)
+    assert killed.stream_all and killed.output_scale > 1 and killed.stages[1].fault.mid_stream
+    # The kill was asked for 2 s into its stage, waiting for a stream, and landed 3 s after that.
+    at = killed.stages[0].seconds + 2
+    killed = dataclasses.replace(killed, fault_times={"kill-engine": (at, at + 3)})
+    fallback = streamed(at + 10, 5, served_by="micro")
+    clean = streamed(at - 4, 6.5, target="acme-support", stream_end="error event", finish_reason="",
+                     error="{'message': 'APIConnectionError: Response payload is not completed'}")
+    check = verdict_check(killed, [fallback, clean, streamed(at - 9, 4)])
+    assert check.passed and "1 in flight as it was killed failed within 2.5 s" in check.detail, check
+    # A cut sent after the command was asked for but before it landed is the fault's too.
+    assert verdict_check(killed, [fallback, dataclasses.replace(clean, sent=at + 2.5, e2e=1)]).passed
+    broken = dataclasses.replace(clean, stream_end="cut", error="ChunkedEncodingError: connection broken")
+    check = verdict_check(killed, [fallback, broken])
+    assert not check.passed, check
+    assert "1 request(s) in flight as it was killed broke off without a status or an error event" in check.detail
+    unanswered = dataclasses.replace(clean, status=0, stream_end="", error="RemoteDisconnected")
+    assert not verdict_check(killed, [fallback, unanswered]).passed
+    truncated = streamed(at - 4, 6.5, finish_reason="abort", output_tokens=12)
+    check = verdict_check(killed, [fallback, clean, truncated])
+    assert not check.passed, check
+    assert ("1 answer(s) in flight as it was killed ended as a success without a finish reason of stop or length "
+            "(first: abort, 12 tokens)") in check.detail
+    check = verdict_check(killed, [fallback, streamed(at - 9, 4)])
+    assert not check.passed and "no stream under way was cut" in check.detail, check
+
+
+def verdict_check(run, records):
+    return check_fallback(records, plan_stack(ROOT / "stacks" / "local.yaml"), run)
