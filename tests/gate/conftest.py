@@ -18,7 +18,7 @@ import pytest
 
 from tenantry.local import stack as local
 from tenantry.local.health import LocalStackError
-from tenantry.local.layout import Layout
+from tenantry.local.layout import Layout, engine_process, gateway_process
 from tenantry.local.supervisor import crashes
 from tests import live_stacks
 
@@ -73,7 +73,8 @@ def gate(gate_stack: Layout, tmp_path: Path):
                                   env={**os.environ, "COLUMNS": "200"})
             output = done.stdout + done.stderr
             print(output)  # shown when a test fails
-            died = crashes(gate_stack)[len(before):] + [line for line in output.splitlines() if " died of signal " in line]
+            died = [line for line in crashes(gate_stack)[len(before):] if not _killed_by_the_run(line, out)]
+            died += [line for line in output.splitlines() if " died of signal " in line]
             if not died or attempt == 2:
                 return GateRun(done.returncode, output, out)
             warnings.warn(f"scenario {scenario} ran while a stack process crashed; running it again: {died}",
@@ -84,3 +85,16 @@ def gate(gate_stack: Layout, tmp_path: Path):
         raise AssertionError("unreachable")
 
     return run
+
+
+def _killed_by_the_run(crash: str, out: Path) -> bool:
+    """A SIGKILL supervisord logged for a program the scenario killed on purpose (kill-engine,
+    kill-gateway in the run's actions): the fault under test, not a crash."""
+    programs = {"kill-engine": engine_process, "kill-gateway": lambda replica: gateway_process(int(replica))}
+    for verdict in out.rglob("verdict.json"):
+        for action in json.loads(verdict.read_text())["actions"]:
+            if action.get("kind") in programs:
+                program = programs[action["kind"]](action["action"].split()[-1])
+                if f"{program} (terminated by SIGKILL" in crash:
+                    return True
+    return False
