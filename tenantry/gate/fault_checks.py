@@ -67,7 +67,9 @@ ENGINE_FAULTS = {"stop-engine": STOP_SETTLE_SECONDS, "kill-engine": KILL_SETTLE_
 """The faults that take an engine away, each with how long after its stage starts a request may
 still reach the engine (a SIGKILL is immediate; supervisord's SIGTERM takes seconds)."""
 COMPLETE_FINISH_REASONS = ("stop", "length")
-"""What a whole answer ends with; anything else (none, "abort") is an answer cut short."""
+"""What a whole answer ends with; anything else (none, "abort") is an answer cut short. LiteLLM ends
+a stream its backend left without a finish reason with "stop" of its own, so an answer is also
+judged by its tokens (the gate asks for exactly max_tokens)."""
 
 
 def engine_fault(scenario: Scenario) -> tuple[Fault, float, float] | None:
@@ -116,7 +118,7 @@ def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Che
     served = [r for r in after if r.ok and any(f in r.served_by for f in fallbacks)]
     cut = cut_by_an_engine_fault(records, plan, scenario)
     whole = [r for r in _in_flight_at_fault(records, plan, scenario) if r.ok]
-    truncated = [r for r in whole if r.finish_reason not in COMPLETE_FINISH_REASONS]
+    truncated = [r for r in whole if r.finish_reason not in COMPLETE_FINISH_REASONS or r.output_tokens < r.max_tokens]
     hung = [r for r in cut if _ended(r) > reach + CLEAN_FAILURE_SECONDS]
     unclean = [r for r in cut if _unclean(r)]
     slowest = max((_ended(r) - failed_at for r in cut), default=0)
@@ -133,9 +135,10 @@ def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Che
         problems.append(f"{len(unclean)} request(s) in flight as it {went} broke off without a status or an error "
                         f"event (first: {unclean[0].error[:100]})")
     if truncated:
-        problems.append(f"{len(truncated)} answer(s) in flight as it {went} ended as a success without a finish "
-                        f"reason of {' or '.join(COMPLETE_FINISH_REASONS)} (first: "
-                        f"{truncated[0].finish_reason or 'none'}, {truncated[0].output_tokens} tokens)")
+        problems.append(f"{len(truncated)} answer(s) in flight as it {went} ended as a success cut short, without a "
+                        f"finish reason of {' or '.join(COMPLETE_FINISH_REASONS)} or the tokens asked for (first: "
+                        f"{truncated[0].finish_reason or 'none'}, {truncated[0].output_tokens} of "
+                        f"{truncated[0].max_tokens or '?'} tokens)")
     if problems:
         return Check("fallback-served", False, f"after engine {engine} {went}, " + "; ".join(problems) + f"; {seen}")
     return Check("fallback-served", True, f"after engine {engine} {went}, {len(served)} of its {len(after)} "

@@ -223,7 +223,7 @@ class TenantUser(User):
         body = profiles.request_body(self.tenant, entry, self.rng, stream=True if SCENARIO.stream_all else None,
                                      output_scale=SCENARIO.output_scale)
         record = Record(self.tenant.name, self.tenant.tier, self.traffic.profile, entry.target, stage.name, now,
-                        body["stream"], 0, 0.0, gateway=self.gateway)
+                        body["stream"], 0, 0.0, gateway=self.gateway, max_tokens=body["max_tokens"])
         RECORDS.append(send(self.connection, GATEWAYS[self.gateway], self.key, body, record))
         report_to_locust(self, record)
         if record.status == 0 and record.error.startswith("ConnectionError"):

@@ -64,6 +64,9 @@ class Record:
     cost_usd: float | None = None
     """The response's usage at the Plan's per-token prices of the model that served it (what LiteLLM
     should have charged); None without usage or for a model the Plan does not serve."""
+    max_tokens: int = 0
+    """The answer's length asked for: the gate sends `ignore_eos`, so a whole answer has exactly this
+    many tokens (0: not known)."""
     finish_reason: str = ""
     """Why the engine ended the answer ("stop", "length"), as the response or the stream's last chunk
     said; empty when it never said."""

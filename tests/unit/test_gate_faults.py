@@ -185,11 +185,15 @@ def test_an_engine_killed_mid_stream_must_end_its_streams_with_an_error_event_an
     assert "1 request(s) in flight as it was killed broke off without a status or an error event" in check.detail
     unanswered = dataclasses.replace(clean, status=0, stream_end="", error="RemoteDisconnected")
     assert not verdict_check(killed, [fallback, unanswered]).passed
-    truncated = streamed(at - 4, 6.5, finish_reason="abort", output_tokens=12)
+    truncated = streamed(at - 4, 6.5, finish_reason="abort", output_tokens=12, max_tokens=1152)
     check = verdict_check(killed, [fallback, clean, truncated])
     assert not check.passed, check
-    assert ("1 answer(s) in flight as it was killed ended as a success without a finish reason of stop or length "
-            "(first: abort, 12 tokens)") in check.detail
+    assert ("1 answer(s) in flight as it was killed ended as a success cut short, without a finish reason of stop "
+            "or length or the tokens asked for (first: abort, 12 of 1152 tokens)") in check.detail
+    # LiteLLM closes a stream its backend left unfinished with a "stop" of its own: the tokens tell.
+    assert not verdict_check(killed, [fallback, clean, dataclasses.replace(truncated, finish_reason="stop")]).passed
+    whole = dataclasses.replace(truncated, finish_reason="length", output_tokens=1152)
+    assert verdict_check(killed, [fallback, clean, whole]).passed
     check = verdict_check(killed, [fallback, streamed(at - 9, 4)])
     assert not check.passed and "no stream under way was cut" in check.detail, check
 
