@@ -73,8 +73,8 @@ judged by its tokens (the gate asks for exactly max_tokens)."""
 
 
 def engine_fault(scenario: Scenario) -> tuple[Fault, float, float] | None:
-    """The scenario's fault that takes an engine away: the fault, when its stage starts, and until
-    when a request may still have reached the engine."""
+    """The scenario's fault that takes an engine away: the fault, when its command started, and
+    until when a request may still have reached the engine."""
     for kind, settle in ENGINE_FAULTS.items():
         found = scenario.fault_at(kind)
         if found:
@@ -116,8 +116,9 @@ def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Che
     models = served_by(plan, engine)
     after = [r for r in records if r.target in models and r.sent >= failed_at]
     served = [r for r in after if r.ok and any(f in r.served_by for f in fallbacks)]
-    cut = cut_by_an_engine_fault(records, plan, scenario)
-    whole = [r for r in _in_flight_at_fault(records, plan, scenario) if r.ok]
+    in_flight = _in_flight_at_fault(records, plan, scenario)
+    cut = [r for r in in_flight if _failed(r)]  # cut_by_an_engine_fault, which the verdict leaves out
+    whole = [r for r in in_flight if r.ok]
     truncated = [r for r in whole if r.finish_reason not in COMPLETE_FINISH_REASONS or r.output_tokens < r.max_tokens]
     hung = [r for r in cut if _ended(r) > reach + CLEAN_FAILURE_SECONDS]
     unclean = [r for r in cut if _unclean(r)]

@@ -34,7 +34,7 @@ MID_STREAM_WAIT_SECONDS = 20.0
 MID_STREAM_OUTPUT_SCALE = 24.0
 """A mid-stream fault's scenario asks for answers this many times the typical length, so that a
 stream just started is still under way when the fault lands: the local stack's 48-token answers
-took under a second, and `supervisorctl signal KILL` took up to 9 s under the gate's load (1,152
+took under a second, and a kill through supervisorctl took up to 16 s under the gate's load (1,152
 tokens take 12 to 20 s there)."""
 
 
