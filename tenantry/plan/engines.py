@@ -31,7 +31,8 @@ def plan_engine(
     _check_architecture(engine, arch, notes)
 
     budget = plan_gpu_budget(engine, arch, gpu, mig, notes)
-    lora = plan_lora(engine, arch, budget.free_bytes, notes)
+    guaranteed = frozenset(t.name for t in spec.tenants if t.tier == "guaranteed")
+    lora = plan_lora(engine, arch, budget.free_bytes, guaranteed, notes)
     memory = plan_memory(budget, lora)
     engine_demands = demands(routes)
     typical = typical_context(routes, engine_demands, max_context)

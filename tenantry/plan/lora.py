@@ -66,9 +66,11 @@ def adapters_that_fit(budget_bytes: int, bytes_each: int) -> int:
     return budget_bytes // bytes_each if bytes_each > 0 else 0
 
 
-def plan_lora(engine: EngineSpec, arch: Architecture, free_bytes: int, notes: EngineNotes) -> LoraPlan:
+def plan_lora(
+    engine: EngineSpec, arch: Architecture, free_bytes: int, guaranteed: frozenset[str], notes: EngineNotes
+) -> LoraPlan:
     """Adapter slots come out of `free_bytes` (one GPU's memory after weights and reserve),
-    which the KV cache gets the rest of."""
+    which the KV cache gets the rest of. `guaranteed` names the guaranteed tier's tenants."""
     adapters = tuple(
         AdapterPlan(
             name=a.name, tenant=a.tenant, rank=a.rank, target_modules=tuple(a.target_modules), source=a.source,
@@ -81,6 +83,7 @@ def plan_lora(engine: EngineSpec, arch: Architecture, free_bytes: int, notes: En
     rank = _served_rank([a.rank for a in adapters], notes)
     slot = slot_bytes_per_gpu(arch, rank, engine.placement.tensor_parallel)
     max_loras = _gpu_slots(engine, adapters=len(adapters), rank=rank, slot=slot, free_bytes=free_bytes, notes=notes)
+    _warn_guaranteed_adapters_can_wait(engine, adapters, max_loras, guaranteed, notes)
     return LoraPlan(
         enabled=True,
         max_lora_rank=rank,
@@ -131,6 +134,32 @@ def _gpu_slots(
             f"{engine.lora.gpu_memory_fraction} sets aside {gib(budget)}; raise it or lower the ranks",
         )
     return max(max_loras, 1)
+
+
+def slots_so_no_adapter_waits(adapters: int, max_num_seqs: int) -> int:
+    """Adapter slots at which an adapter never waits for a slot: one per adapter, but never more
+    than a batch has sequences (a full batch makes everyone wait, in priority order)."""
+    return min(adapters, max_num_seqs)
+
+
+def _warn_guaranteed_adapters_can_wait(
+    engine: EngineSpec, adapters: tuple[AdapterPlan, ...], max_loras: int, guaranteed: frozenset[str],
+    notes: EngineNotes,
+) -> None:
+    """vLLM schedules a waiting request only if its adapter is already in the batch or a slot is
+    free, and priority preempts for KV blocks, never for an adapter slot: while other adapters keep
+    every slot busy, a guaranteed tenant's adapter waits, whatever its priority
+    (docs/decisions.md: A guaranteed tenant's adapter never waits for an adapter slot)."""
+    needed = slots_so_no_adapter_waits(len(adapters), engine.max_num_seqs)
+    owners = sorted({a.tenant for a in adapters if a.tenant in guaranteed})
+    if not owners or max_loras >= needed:
+        return
+    notes.warn(
+        "lora.max_loras",
+        f"{max_loras} adapter slots for {len(adapters)} adapters: guaranteed tenant(s) {', '.join(owners)} can "
+        f"wait behind other adapters for as long as they keep every slot busy (vLLM's priority does not preempt "
+        f"for an adapter slot); {needed} slots, or their own engine, keep their SLO",
+    )
 
 
 def _host_slots(engine: EngineSpec, adapters: tuple[AdapterPlan, ...], max_loras: int, notes: EngineNotes) -> int:

@@ -63,7 +63,7 @@ def test_supervisor_runs_every_engine_with_the_plans_arguments(tmp_path):
     built = {e.name: BuiltModel(e.name, tmp_path / e.name / "model", tmp_path / e.name / "adapters") for e in plan.engines}
     conf = services.supervisor_conf(plan, layout, ports, built, {"SECRET": "50%"}, run_as=None).read_text()
     assert "[program:engine-tiny]" in conf and "[program:engine-micro]" in conf and "[program:gateway-0]" in conf
-    assert "--max-num-seqs 8" in conf and "--max-loras 1" in conf and "--host 127.0.0.1" in conf
+    assert "--max-num-seqs 8" in conf and "--max-loras 2" in conf and "--host 127.0.0.1" in conf
     assert 'SECRET="50%%"' in conf  # supervisor would read a bare % as interpolation
     assert (tmp_path / "supervisord.conf").stat().st_mode & 0o077 == 0
 

@@ -74,6 +74,26 @@ def test_many_adapters_stack_sizes_lora_from_the_plan():
     assert engine.memory.lora_bytes <= 0.10 * free < engine.memory.lora_bytes + engine.lora.slot_bytes_per_gpu
 
 
+def _adapter_slot_warnings(result) -> list[str]:
+    return [w.message for w in result.warnings if w.path.endswith(".lora.max_loras")]
+
+
+def test_guaranteed_adapters_sharing_too_few_slots_get_a_warning_naming_their_tenants():
+    # 200 adapters, 256 sequences a batch, 15 slots: any 15 other adapters can keep acme's waiting.
+    p = plan_stack("h200-many-adapters")
+    guaranteed = sorted(t.name for t in p.tenants if t.tier == "guaranteed")
+    (message,) = _adapter_slot_warnings(p)
+    assert message.startswith("15 adapter slots for 200 adapters: guaranteed tenant(s) " + ", ".join(guaranteed))
+    assert "200 slots, or their own engine" in message
+
+
+def test_local_stack_gives_each_adapter_a_slot_and_one_slot_would_be_warned():
+    assert not _adapter_slot_warnings(plan_stack("local"))
+    text = stack_path("local").read_text().replace("max_loras: 2", "max_loras: 1")
+    (message,) = _adapter_slot_warnings(plan(load_spec_text(text), "one-slot"))
+    assert "guaranteed tenant(s) acme can wait" in message and "2 slots" in message
+
+
 @pytest.mark.parametrize(("stack", "engine", "params", "cache_gib", "startup"), [
     # 70,553,706,496 x 2 B = 141,107,412,992 B = 131.42 GiB; x 1.15 + 1 GiB = 152.13 GiB -> 153 GiB;
     # 300 s + 6 s x 132 GiB = 1,092 s.
@@ -98,7 +118,7 @@ def test_local_stack_has_one_tenant_per_tier_and_adapters():
     assert {t.tier for t in p.tenants} == {"guaranteed", "best-effort", "spot"}
     tiny = p.engine("tiny")
     assert tiny.placement == "cpu" and tiny.gpu_resource is None
-    assert tiny.lora.enabled and tiny.lora.max_loras == 1 and tiny.lora.max_lora_rank == 8
+    assert tiny.lora.enabled and tiny.lora.max_loras == 2 and tiny.lora.max_lora_rank == 8
     assert p.gateway.fallbacks[0].model == "tiny" and p.gateway.fallbacks[0].to == ("micro",)
     assert p.tenant("acme").cache_salt == "tenant-acme" and p.tenant("initech").cache_salt is None
     # tiny falls back to micro, so every tenant calling tiny (or its adapters) may reach micro.
