@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING
 
 from tenantry.cli.output import EXIT_INVALID_SPEC, add_command, print_error, print_spec_error, stdout_console
 from tenantry.findings import PlanRefused, SpecError
-from tenantry.gate.scenarios import FAULTS, SCENARIOS
+from tenantry.gate.scenarios import FAULTS, RESTORES, SCENARIOS
 
 if TYPE_CHECKING:
     from tenantry.gate.run import Prepared
     from tenantry.gate.target import Target
 
 EXIT_PASS, EXIT_FAIL, EXIT_CANNOT_RUN = 0, 1, 2
+
+_FAULT_KINDS = (*FAULTS, *RESTORES.values())
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -37,8 +39,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     gate.add_argument("--stop-engine", metavar="COMMAND",
                       help="with --gateway: command that stops an engine ({engine} is replaced), for engine-failure")
     gate.add_argument("--fault", action="append", default=[], metavar="KIND=COMMAND",
-                      help=f"with --gateway: the shell command that does a fault ({', '.join(FAULTS)}, start-postgres, "
-                           "start-redis; {engine} and {replica} are filled in); repeat for each")
+                      help=f"with --gateway: the shell command that does a fault or undoes one ({', '.join(_FAULT_KINDS)}; "
+                           "{engine}, {replica} and {tenant} are filled in); repeat for each")
     gate.add_argument("--database-url", metavar="URL",
                       help="with --gateway: LiteLLM's PostgreSQL, to reconcile each tenant's spend with what it was "
                            "served (the local stack's is known; without it a remote run's spend is not reconciled)")
@@ -96,9 +98,8 @@ def _fault_commands(args: argparse.Namespace) -> dict[str, str]:
     commands = {"stop-engine": args.stop_engine} if args.stop_engine else {}
     for given in args.fault:
         kind, _, command = given.partition("=")
-        if kind not in (*FAULTS, "start-postgres", "start-redis") or not command.strip():
-            raise GateError(f"--fault {given}: give KIND=COMMAND, KIND one of {', '.join(FAULTS)}, start-postgres, "
-                            "start-redis")
+        if kind not in _FAULT_KINDS or not command.strip():
+            raise GateError(f"--fault {given}: give KIND=COMMAND, KIND one of {', '.join(_FAULT_KINDS)}")
         commands[kind] = command
     return commands
 

@@ -20,7 +20,7 @@ from tenantry.cli.output import EXIT_INVALID_SPEC, add_command, print_error, pri
 from tenantry.findings import PlanRefused, SpecError
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_DOES_NOT_FIT, EXIT_STACK_ERROR = 0, 1, 3, 4
-ACTIONS = ("up", "status", "smoke", "down", "logs")
+ACTIONS = ("up", "status", "smoke", "down", "logs", "budget")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -39,6 +39,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     log = actions.add_parser("logs", help="the last lines of one process's log")
     log.add_argument("name", metavar="NAME", help="gateway-<n>, engine-<name>, postgres, redis, prometheus, supervisord")
     log.add_argument("-n", "--lines", type=int, default=50)
+    budget = actions.add_parser("budget", help="cap a tenant's budget a few requests above its spend, or restore "
+                                "the Plan's (the gate's exhaust-budget fault)")
+    budget.add_argument("tenant", metavar="TENANT")
+    budget.add_argument("--restore", action="store_true", help="set the Plan's budget back")
     for action in ACTIONS:
         actions.choices[action].add_argument(
             "--dir", metavar="DIR", help="state directory (default .local, or TENANTRY_LOCAL_DIR)")
@@ -129,4 +133,14 @@ def _logs(args: argparse.Namespace, layout, console: Console) -> int:
     return EXIT_OK
 
 
-_ACTIONS = {"up": _up, "status": _status, "smoke": _smoke, "down": _down, "logs": _logs}
+def _budget(args: argparse.Namespace, layout, console: Console) -> int:
+    from tenantry.local.budget import change_budget
+
+    changed = change_budget(layout, args.tenant, restore=args.restore)
+    verb = "restored to" if args.restore else "capped at"
+    console.print(f"{changed.tenant}: budget {verb} ${changed.max_budget_usd:.8f} (spent ${changed.spent_usd:.8f}) "
+                  f"on {changed.replicas} gateway replica(s)")
+    return EXIT_OK
+
+
+_ACTIONS = {"up": _up, "status": _status, "smoke": _smoke, "down": _down, "logs": _logs, "budget": _budget}

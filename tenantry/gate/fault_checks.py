@@ -1,5 +1,5 @@
 """The checks of the fault scenarios (tenantry/gate/scenarios.py: engine-failure, engine-killed,
-gateway-killed, database-outage, redis-outage): what was lost when a part of the stack failed under load. Each says
+gateway-killed, database-outage, redis-outage, budget-exhausted): what was lost when a part of the stack failed under load. Each says
 what it saw in figures."""
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ def _failed(record: Record) -> bool:
     """A fault the client saw: no answer, a server error, or an answer that broke off. A 4xx is the
     gateway refusing the tenant for its own limits or capacity (a spent budget, a 429), not a fault."""
     return record.status == 0 or record.status >= 500 or (record.status == 200 and bool(record.error))
+
+
+def _judged(name: str, problems: list[str], seen: str, passed: str) -> Check:
+    """A check failing with its problems, or passing with `passed`; either way followed by what it saw."""
+    if problems:
+        return Check(name, False, "; ".join(problems) + f" ({seen})")
+    return Check(name, True, f"{passed}; {seen}")
 
 
 def unexplained_refusals(records: list[Record], plan: Plan) -> list[Record]:
@@ -176,10 +183,8 @@ def check_gateway_killed(records: list[Record], plan: Plan, scenario: Scenario) 
             f"{max((_ended(r) - killed_at for r in cut), default=0):.1f} s of the kill; {redirected} sent to it "
             f"afterwards were refused a connection and their clients moved on; the dead replica's slots refused "
             f"{len(held)} request(s), the last {max((r.sent - killed_at for r in held), default=0):.0f} s after the kill")
-    if problems:
-        return Check("gateway-killed", False, "; ".join(problems) + f" ({seen})")
     survivors = sum(1 for r in records if r.gateway != dead)
-    return Check("gateway-killed", True, f"{survivors} request(s) to the survivor, none failed; {seen}")
+    return _judged("gateway-killed", problems, seen, f"{survivors} request(s) to the survivor, none failed")
 
 
 def check_database_outage(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
@@ -256,9 +261,55 @@ def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) ->
             + " (client's view)")
     if failed:  # an engine's error reaches a guaranteed tenant with or without Redis: the SLO's business
         seen += f"; {len(failed)} guaranteed request(s) failed on their way to the engine (first: {failed[0].error[:100]})"
-    if problems:
-        return Check("redis-outage", False, "; ".join(problems) + f" ({seen})")
-    return Check("redis-outage", True, f"no guaranteed request refused for capacity or left unanswered; {seen}")
+    return _judged("redis-outage", problems, seen, "no guaranteed request refused for capacity or left unanswered")
+
+
+BUDGET_REFUSAL = re.compile(r"budget", re.IGNORECASE)
+"""LiteLLM's refusal of a spent budget: 400 or 422 (1.108), "Budget has been exceeded! ..."."""
+BUDGET_RESTORED_SECONDS = 5.0
+"""After the budget is restored, how long a request already sent may still be refused for it."""
+
+
+def check_budget_exhausted(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
+    """Once the spender's capped budget is spent, its next request and every one after it is refused
+    with a 4xx that says so, and nothing else of its fails; the requests it had in flight are answered
+    (spend-reconciles proves each was charged, so the spend recorded never falls short of the tokens
+    served); once the budget is restored it is served again. Other tenants are judged by their SLOs."""
+    spender = scenario.subject["spender"]
+    fault, capped_at = scenario.fault_at("exhaust-budget")
+    # The restore's command started at restored_at and had returned by restore_done (it takes about a second):
+    # a request sent between them may be served or refused.
+    restored_at, restore_done = scenario.fault_times.get("restore-budget", (capped_at + (fault.seconds or 0),) * 2)
+    mine = [r for r in records if r.tenant == spender]
+    budget_refusals = [r for r in mine if 400 <= r.status < 500 and BUDGET_REFUSAL.search(r.error)]
+    refused = [r for r in budget_refusals if r.sent >= capped_at]
+    if not refused:
+        served = sum(1 for r in mine if capped_at <= r.sent < restored_at and r.ok)
+        return Check("budget-exhausted", False, f"{spender}'s budget never ran out: none of its requests was refused "
+                     f"for it; {served} were served between the cap and the restore")
+    first = refused[0]
+    problems = []
+    after = [r for r in mine if first.sent < r.sent < restored_at and r.ok]
+    if after:
+        problems.append(f"{len(after)} request(s) sent after its budget ran out were served (first "
+                        f"{after[0].sent - first.sent:.1f} s after the first refusal)")
+    early = len(budget_refusals) - len(refused)
+    if early:
+        problems.append(f"{early} request(s) refused for its budget before the cap (spent by earlier runs?)")
+    other = [r for r in mine if not r.ok and r not in budget_refusals and not is_shed(r) and r.status != 429]
+    if other:
+        problems.append(f"{len(other)} of its request(s) failed otherwise (first: HTTP {other[0].status} "
+                        f"{other[0].error[:120]})")
+    late = [r for r in refused if r.sent > restore_done + BUDGET_RESTORED_SECONDS]
+    back = [r for r in mine if r.sent > restored_at and r.ok]
+    if late or not back:
+        problems.append(f"after the restore, {len(back)} served and {len(late)} refused for its budget")
+    in_flight = [r for r in mine if r.sent < first.sent < _ended(r)]
+    seen = (f"{spender} was refused {len(refused)} time(s) for its budget from {first.sent - capped_at:.1f} s after "
+            f"the cap (HTTP {', '.join(sorted({str(r.status) for r in refused}))}: {first.error[:100]}); "
+            f"{sum(1 for r in in_flight if r.ok)} of the {len(in_flight)} request(s) in flight then were answered "
+            f"(charged: spend-reconciles); {len(back)} served after the restore")
+    return _judged("budget-exhausted", problems, seen, "no request sent after the first refusal was served")
 
 
 CHECKS = {
@@ -266,4 +317,5 @@ CHECKS = {
     "gateway-killed": check_gateway_killed,
     "database-outage": check_database_outage,
     "redis-outage": check_redis_outage,
+    "budget-exhausted": check_budget_exhausted,
 }

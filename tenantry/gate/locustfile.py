@@ -221,7 +221,7 @@ class TenantUser(User):
             self.next_at = max(self.next_at + self.rng.expovariate(1 / interval), now - interval)
         entry = self.rng.choices(self.traffic.targets, weights=[t.share for t in self.traffic.targets])[0]
         body = profiles.request_body(self.tenant, entry, self.rng, stream=True if SCENARIO.stream_all else None,
-                                     output_scale=SCENARIO.output_scale)
+                                     output_scale=SCENARIO.output_scale_of(self.tenant.name))
         record = Record(self.tenant.name, self.tenant.tier, self.traffic.profile, entry.target, stage.name, now,
                         body["stream"], 0, 0.0, gateway=self.gateway, max_tokens=body["max_tokens"])
         RECORDS.append(send(self.connection, GATEWAYS[self.gateway], self.key, body, record))
@@ -332,7 +332,7 @@ def _run_command(kind: str, action: str, subject: str) -> None:
     command = RUN.get("fault_commands", {}).get(kind)
     entry = {"at": elapsed(), "action": action, "kind": kind, "result": f"no command given (--fault {kind}=COMMAND)"}
     if command:
-        done = subprocess.run(shlex.split(command.format(engine=subject, replica=subject)), capture_output=True,
+        done = subprocess.run(shlex.split(command.format(engine=subject, replica=subject, tenant=subject)), capture_output=True,
                               text=True, check=False, timeout=120)
         entry["result"] = f"exit {done.returncode} {(done.stdout + done.stderr).strip()[:200]}"
         entry["done"] = elapsed()  # a command takes a moment (supervisorctl about 1 s): the fault is done by now

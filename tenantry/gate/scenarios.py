@@ -25,10 +25,11 @@ class Load:
     """The tenant's offered requests per second over all its users; 0: back to back."""
 
 
-FAULTS = ("stop-engine", "kill-engine", "kill-gateway", "stop-postgres", "stop-redis")
+FAULTS = ("stop-engine", "kill-engine", "kill-gateway", "stop-postgres", "stop-redis", "exhaust-budget")
 """What a stage can do to the stack as it starts. A target runs each with its own command
-(tenantry/gate/target.py, Target.fault_commands); stop-postgres and stop-redis are undone by the
-command named start-postgres and start-redis after the fault's seconds."""
+(tenantry/gate/target.py, Target.fault_commands); a fault in RESTORES is undone by the command named
+there after the fault's seconds."""
+RESTORES = {"stop-postgres": "start-postgres", "stop-redis": "start-redis", "exhaust-budget": "restore-budget"}
 MID_STREAM_WAIT_SECONDS = 20.0
 """The longest a mid-stream fault waits for a stream under way before it is done anyway."""
 MID_STREAM_OUTPUT_SCALE = 24.0
@@ -42,9 +43,10 @@ tokens take 12 to 20 s there)."""
 class Fault:
     kind: str
     subject: str = ""
-    """The engine (stop-engine, kill-engine) or the gateway replica's index (kill-gateway)."""
+    """The engine (stop-engine, kill-engine), the gateway replica's index (kill-gateway) or the tenant
+    (exhaust-budget)."""
     seconds: float | None = None
-    """How long before it is undone (stop-postgres, stop-redis); None: the platform brings it back
+    """How long before it is undone (RESTORES); None: the platform brings it back
     (a killed process is restarted by its supervisor), or the gate after the run (a stopped engine)."""
     mid_stream: bool = False
     """Wait, at most MID_STREAM_WAIT_SECONDS, until a stream to the subject engine has just had its
@@ -52,7 +54,7 @@ class Fault:
 
     @property
     def restore(self) -> str | None:
-        return f"start-{self.kind.removeprefix('stop-')}" if self.seconds is not None else None
+        return RESTORES.get(self.kind) if self.seconds is not None else None
 
     def describe(self) -> str:
         what = f"{self.kind} {self.subject}".strip()
@@ -81,6 +83,8 @@ class Scenario:
     """Stream every request, batch ones too, so that first tokens are timed exactly."""
     output_scale: float = 1.0
     """Every answer this many times its tenant's typical length (within its cap)."""
+    output_scales: dict[str, float] = field(default_factory=dict)
+    """Per tenant, instead of output_scale."""
     cache_probes: tuple[tuple[str, str, str], ...] = ()
     """(first tenant, second tenant, model): the same fresh prompt from one, then the other."""
     subject: dict[str, str] = field(default_factory=dict)
@@ -89,6 +93,9 @@ class Scenario:
     """For each kind of fault, when its command started and when it returned (the fault was in effect
     by then), in seconds into the run, as the run recorded them; empty as built (a mid-stream fault
     starts after its stage does, and a command under load takes seconds)."""
+
+    def output_scale_of(self, tenant: str) -> float:
+        return self.output_scales.get(tenant, self.output_scale)
 
     @property
     def seconds(self) -> float:
@@ -304,6 +311,26 @@ def redis_outage(plan: Plan, short: bool, tenant: str | None = None) -> Scenario
                    "their contract", loads, plan, short)
 
 
+BUDGET_OUTPUT_SCALE = 8.0
+"""The budget-exhausted spender's answers, times its typical length: 384 tokens, about 6 s on the local stack."""
+
+
+def budget_exhausted(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    spender = _pick(plan, "best-effort", "budget-exhausted", tenant)
+    loads = {t.name: steady_load(t) for t in plan.tenants}
+    loads[spender.name] = Load(spender.max_concurrency, spender.contract_requests_per_second)
+    seconds = (15, 45, 20) if short else (60, 180, 60)
+    return Scenario(
+        "budget-exhausted", f"{spender.name}'s budget is capped a few requests above its spend mid-run, while it sends "
+        f"at its full contract, every request streamed; then its budget is restored",
+        (Stage("before", seconds[0], loads),
+         Stage("capped", seconds[1], loads, Fault("exhaust-budget", spender.name, seconds=seconds[1])),
+         Stage("restored", seconds[2], loads)),
+        checks=("budget-exhausted",), not_judged=(spender.name,), stream_all=True,
+        # Answers of seconds, not one: so that the budget runs out with the spender's streams under way.
+        output_scales={spender.name: BUDGET_OUTPUT_SCALE}, subject={"spender": spender.name})
+
+
 RAMP_STEPS = (0.25, 0.5, 1.0, 1.5, 2.0)
 
 
@@ -327,6 +354,7 @@ SCENARIOS: dict[str, Callable[[Plan, bool, str | None], Scenario]] = {
     "gateway-killed": gateway_killed,
     "database-outage": database_outage,
     "redis-outage": redis_outage,
+    "budget-exhausted": budget_exhausted,
     "cache-isolation": cache_isolation,
     "ramp": ramp,
 }

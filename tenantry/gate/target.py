@@ -42,8 +42,8 @@ class Target(Protocol):
     keys_file: Path
     """A JSON object of tenant name to key (Locust reads it from this file)."""
     fault_commands: dict[str, str]
-    """A shell command per fault it can do (tenantry.gate.scenarios.FAULTS, and start-postgres,
-    start-redis), with {engine} or {replica} where the fault names one."""
+    """A shell command per fault it can do and per undoing (tenantry.gate.scenarios.FAULTS, RESTORES), with
+    {engine}, {replica} or {tenant} where the fault names one."""
     database_url: str | None
     """LiteLLM's PostgreSQL, where the run's spend is reconciled; None: it is not."""
 

@@ -105,7 +105,8 @@ def up(stack: str, layout: Layout, progress: Progress = print, log_requests: boo
     postgres.init_data(layout, run_as)
     prisma_paths, gateway_env = _write_configs(plan, layout, ports, built, run_as, log_requests)
     digest = _gateway_digest(layout, gateway_env)
-    State(plan.stack, str(path), layout.port_base, ports.by_process(), digest).save(layout)
+    # Resolved: the gate's fault commands (tenantry/local/budget.py) read it from another directory.
+    State(plan.stack, str(path.resolve()), layout.port_base, ports.by_process(), digest).save(layout)
     _start_or_update_supervisor(plan, layout, step)
     _prepare_database(layout, ports, prisma_paths, gateway_env["DATABASE_URL"], step)
     wait_healthy("Redis", lambda: port_open(ports.redis), 30, layout.logs / "redis.log")

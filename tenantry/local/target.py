@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tenantry.local.budget import budget_commands
 from tenantry.local.health import LocalStackError, port_open
 from tenantry.local.layout import HOST, Layout, State
 from tenantry.local.side_gateways import side_gateway_lost, start_side_gateway, stop_side_gateway, wait_side_gateway
@@ -68,7 +69,7 @@ def local_target(layout: Layout, plan: Plan, stack_file: Path) -> LocalTarget:
     """The running local stack's own gateways."""
     _require_stack(layout, stack_file)
     urls = [f"http://{HOST}:{port}" for port in layout.ports(plan).gateways]
-    return LocalTarget(layout, plan, "tenantry policy", "local", urls, layout.keys_file, fault_commands(layout),
+    return LocalTarget(layout, plan, "tenantry policy", "local", urls, layout.keys_file, fault_commands(layout) | budget_commands(layout),
                        _database_url(layout, plan))
 
 
@@ -85,7 +86,7 @@ def side_by_side_targets(layout: Layout, plan: Plan, stack_file: Path) -> list[L
             label, slug, plugin = SIDES[name]
             process = start_side_gateway(layout, layout.ports(plan), name, port, plugin=plugin)
             targets.append(LocalTarget(layout, plan, label, slug, [f"http://{HOST}:{port}"], layout.keys_file,
-                                       fault_commands(layout), _database_url(layout, plan), (name, process)))
+                                       fault_commands(layout) | budget_commands(layout), _database_url(layout, plan), (name, process)))
         for target in targets:
             wait_side_gateway(layout, target.side_gateway[0], target.gateways[0], target.side_gateway[1])
     except BaseException:  # a gateway started before the failure is ours to stop

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.gate.fault_checks import (check_database_outage, check_fallback, check_gateway_killed,
-                                        check_redis_outage)
+from tenantry.gate.fault_checks import (check_budget_exhausted, check_database_outage, check_fallback,
+                                        check_gateway_killed, check_redis_outage)
 from tenantry.gate.records import Record
 from tenantry.gate.scenarios import scenario
 from tenantry.gateway.tenant_policy_ledger import LEASE_SECONDS
@@ -200,3 +200,53 @@ def test_an_engine_killed_mid_stream_must_end_its_streams_with_an_error_event_an
 
 def verdict_check(run, records):
     return check_fallback(records, plan_stack(ROOT / "stacks" / "local.yaml"), run)
+
+
+BUDGET = "Budget has been exceeded! Team=c1cd Current cost: 0.00028, Max budget: 0.00024"
+CAPPED_AT, RESTORED_AT = 15.0, 60.0  # the short version's stages: 15 s before, 45 s capped
+
+
+def spent(at: float, status: int = 200, e2e: float = 1.0, error: str = "") -> Record:
+    return dataclasses.replace(sent(at, status=status, e2e=e2e, error=error, tenant="globex"), tier="best-effort")
+
+
+def budget_run() -> list[Record]:
+    return ([spent(t) for t in range(0, 24, 2)]  # served, the last ones from the allowance
+            + [spent(23.5, e2e=3.0)]  # in flight when the budget ran out: answered
+            + [spent(t, status=422, e2e=0.05, error=BUDGET) for t in range(24, 60, 2)]
+            + [spent(t) for t in range(61, 80, 2)] + [sent(t) for t in range(0, 80, 3)])
+
+
+def _budget_check(records, plan):
+    return check_budget_exhausted(records, plan, scenario("budget-exhausted", plan, short=True))
+
+
+def test_a_spent_budget_refused_from_then_on_and_restored_passes(plan):
+    check = _budget_check(budget_run(), plan)
+    assert check.passed, check
+    assert "globex was refused 18 time(s) for its budget from 9.0 s after the cap (HTTP 422: Budget has" in check.detail
+    assert "1 of the 1 request(s) in flight then were answered" in check.detail
+    assert "10 served after the restore" in check.detail
+
+
+def test_a_request_sent_while_the_restore_command_ran_may_be_served(plan):
+    run = scenario("budget-exhausted", plan, short=True)
+    run = dataclasses.replace(run, fault_times={"exhaust-budget": (CAPPED_AT, CAPPED_AT + 0.5),
+                                                "restore-budget": (RESTORED_AT, RESTORED_AT + 1.0)})
+    records = budget_run() + [spent(RESTORED_AT + 0.5)]
+    assert check_budget_exhausted(records, plan, run).passed
+    assert not check_budget_exhausted(records + [spent(RESTORED_AT - 0.5)], plan, run).passed
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    (lambda run: [r for r in run if r.status != 422], "globex's budget never ran out"),
+    (lambda run: run + [spent(40)], "1 request(s) sent after its budget ran out were served (first 16.0 s after"),
+    (lambda run: run + [spent(30, status=500, error="Internal Server Error")], "failed otherwise (first: HTTP 500"),
+    (lambda run: run + [spent(30, status=0, error="ReadTimeout")], "failed otherwise (first: HTTP 0 ReadTimeout"),
+    (lambda run: [r for r in run if r.sent < RESTORED_AT], "after the restore, 0 served"),
+    (lambda run: run + [spent(70, status=400, error=BUDGET)], "after the restore, 10 served and 1 refused"),
+    (lambda run: run + [spent(5, status=400, error=BUDGET)], "1 request(s) refused for its budget before the cap"),
+])
+def test_each_budget_loss_fails(plan, change, says):
+    check = _budget_check(change(budget_run()), plan)
+    assert not check.passed and says in check.detail, check
