@@ -148,6 +148,11 @@ def test_a_local_stack_error_exits_4_and_says_what_to_do(tmp_path, capsys):
     assert "no log named engine-tiny" in capsys.readouterr().err
 
 
+def test_local_budget_with_nothing_running_exits_4_and_says_how_to_start(tmp_path, capsys):
+    assert local("budget", "globex", directory=tmp_path) == 4
+    assert f"no local stack runs from {tmp_path}: start it with `tenantry local up`" in capsys.readouterr().err
+
+
 def test_local_help_lists_every_exit_code():
     from tenantry.cli import local as local_command
 

@@ -91,15 +91,21 @@ def test_side_gateways_listen_clear_of_the_stack(tmp_path):
     assert not set(side.values()) & set(layout.ports(plan).by_process().values())
 
 
-def test_the_local_target_does_every_fault_through_its_own_supervisor(tmp_path):
+def test_the_local_target_does_every_fault_through_its_own_supervisor_and_the_budget_through_its_gateway(tmp_path):
     import shlex
+    import sys
 
-    from tenantry.gate.scenarios import FAULTS
+    from tenantry.gate.scenarios import FAULTS, RESTORES
+    from tenantry.local.budget import budget_commands
     from tenantry.local.supervisor import SUPERVISORCTL, fault_commands
 
     layout = Layout(tmp_path / "a stack", 29100)
-    commands = fault_commands(layout)
-    assert set(FAULTS) <= set(commands) and {"start-postgres", "start-redis"} <= set(commands)
+    commands = fault_commands(layout) | budget_commands(layout)
+    assert set(commands) == {*FAULTS, *RESTORES.values()}
+    local_budget = [sys.executable, "-m", "tenantry", "local", "budget", "globex", "--dir", str(layout.root),
+                    "--port-base", "29100"]
+    assert shlex.split(commands["exhaust-budget"].format(tenant="globex")) == local_budget
+    assert shlex.split(commands["restore-budget"].format(tenant="globex")) == [*local_budget, "--restore"]
     ctl = [str(SUPERVISORCTL), "-c", str(layout.supervisor_conf)]
     assert shlex.split(commands["stop-engine"].format(engine="tiny")) == [*ctl, "stop", "engine-tiny"]
     for kind, subject, program in (("kill-engine", "tiny", "engine-tiny"), ("kill-gateway", "1", "gateway-1")):
