@@ -274,7 +274,7 @@ def check_budget_exhausted(records: list[Record], plan: Plan, scenario: Scenario
     """Once the spender's capped budget is spent, its next request and every one after it is refused
     with a 4xx that says so, and nothing else of its fails; the requests it had in flight are answered
     (spend-reconciles proves each was charged, so the spend recorded never falls short of the tokens
-    served); once the budget is restored it is served again. Other tenants are judged by their SLOs."""
+    served); once the budget is restored it is served again. Tenants are reported, not judged."""
     spender = scenario.subject["spender"]
     fault, capped_at = scenario.fault_at("exhaust-budget")
     # The restore's command started at restored_at and had returned by restore_done (it takes about a second):
@@ -287,9 +287,9 @@ def check_budget_exhausted(records: list[Record], plan: Plan, scenario: Scenario
         served = sum(1 for r in mine if capped_at <= r.sent < restored_at and r.ok)
         return Check("budget-exhausted", False, f"{spender}'s budget never ran out: none of its requests was refused "
                      f"for it; {served} were served between the cap and the restore")
-    first = refused[0]
+    first = min(refused, key=lambda r: r.sent)  # records are in the order they ended
     problems = []
-    after = [r for r in mine if first.sent < r.sent < restored_at and r.ok]
+    after = sorted((r for r in mine if first.sent < r.sent < restored_at and r.ok), key=lambda r: r.sent)
     if after:
         problems.append(f"{len(after)} request(s) sent after its budget ran out were served (first "
                         f"{after[0].sent - first.sent:.1f} s after the first refusal)")

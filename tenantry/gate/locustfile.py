@@ -24,7 +24,8 @@ import requests
 from locust import LoadTestShape, User, events, task
 
 from tenantry.gate import profiles
-from tenantry.gate.records import VERDICT_JSON, Record, retry_after_seconds, token_gaps, write_records
+from tenantry.gate.records import (VERDICT_JSON, Record, error_message, retry_after_seconds, token_gaps,
+                                   write_records)
 from tenantry.gate.fault_checks import served_by
 from tenantry.gate.scenarios import MID_STREAM_WAIT_SECONDS, Fault, Scenario, Stage, with_stage_seconds
 from tenantry.gate.scenarios import scenario as build_scenario
@@ -53,6 +54,8 @@ still running then is cut, unrecorded, and the run's actions say so."""
 
 RECORDS: list[Record] = []
 ACTIONS: list[dict] = []
+PENDING_RESTORES: dict[str, str] = {}
+"""Restores (RESTORES) of faults done and not yet undone, with their subjects."""
 STARTED = {"at": time.monotonic()}
 IN_FLIGHT = {"requests": 0}
 STREAMING: dict[int, tuple[str, float]] = {}
@@ -68,14 +71,6 @@ def current_stage() -> Stage | None:
 
 
 # --- one request ----------------------------------------------------------------------------
-
-
-def _error_message(response: requests.Response) -> str:
-    try:
-        error = response.json().get("error", {})
-        return str(error.get("message", error) if isinstance(error, dict) else error)[:500]
-    except ValueError:
-        return response.text[:500]
 
 
 class Connection:
@@ -109,7 +104,7 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
                           stream=body["stream"], timeout=TIMEOUT) as response:
             record.status = response.status_code
             if response.status_code != 200:
-                record.error = _error_message(response)
+                record.error = error_message(response)
                 record.shed = response.headers.get(SHED_HEADER, "")
                 record.retry_after = retry_after_seconds(response.headers.get("Retry-After", ""))
             elif not body["stream"]:
@@ -322,10 +317,13 @@ def run_fault(fault: Fault) -> None:
             gevent.sleep(0.05)
         ACTIONS.append({"at": elapsed(), "action": f"{fault.describe()}: waited for a stream just started",
                         "result": f"{under_way(just_started=False)} under way after {elapsed() - since:.1f} s"})
+    started = elapsed()
     _run_command(fault.kind, fault.describe(), fault.subject)
-    if fault.restore:
-        gevent.sleep(fault.seconds)
+    if fault.restore:  # its seconds count from the command's start: under load it can take many
+        PENDING_RESTORES[fault.restore] = fault.subject
+        gevent.sleep(max(0.0, started + fault.seconds - elapsed()))
         _run_command(fault.restore, fault.restore, fault.subject)
+        PENDING_RESTORES.pop(fault.restore, None)
 
 
 def _run_command(kind: str, action: str, subject: str) -> None:
@@ -387,6 +385,8 @@ def _started(environment, **_kwargs) -> None:
 @events.quitting.add_listener
 def _judge(environment, **_kwargs) -> None:
     """Write what was measured and the verdict; the exit code is the verdict."""
+    for kind, subject in list(PENDING_RESTORES.items()):  # a fault the run ended before undoing is undone now
+        _run_command(kind, f"{kind} (after the run)", subject)
     OUT.mkdir(parents=True, exist_ok=True)
     write_records(OUT, RECORDS)
     done = replace(SCENARIO, fault_times={a["kind"]: (a["at"], a.get("done", a["at"])) for a in reversed(ACTIONS)

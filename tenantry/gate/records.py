@@ -24,6 +24,15 @@ RETRY_AFTER_HONOURED_SECONDS = 60.0
 """The longest Retry-After a gate client waits, as the official OpenAI SDK honours it."""
 
 
+def error_message(response) -> str:
+    """What a refused or failed response (a requests.Response) says: LiteLLM's error message, or its text."""
+    try:
+        error = response.json().get("error", {})
+        return str(error.get("message", error) if isinstance(error, dict) else error)[:500]
+    except ValueError:
+        return response.text[:500]
+
+
 def retry_after_seconds(header: str) -> float:
     """A Retry-After in seconds that a client honours (0 < s <= a minute, as the OpenAI SDK); 0 otherwise."""
     try:

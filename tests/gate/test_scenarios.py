@@ -84,19 +84,6 @@ def test_an_engine_killed_mid_stream_ends_its_streams_with_an_error_event_and_th
     assert "kill-engine tiny" in actions, actions
 
 
-def test_a_budget_spent_mid_run_refuses_the_tenant_until_restored_and_charges_what_it_served(gate):
-    run = gate("budget-exhausted")
-    assert run.exit_code == 0, run.output
-    check = run.check("budget-exhausted")
-    assert check["passed"], check
-    assert re.search(r"globex was refused [1-9]\d* time\(s\) for its budget", check["detail"]), check
-    assert run.check("spend-reconciles")["passed"], run.check("spend-reconciles")
-    assert run.tenant("acme")["passed"] is True
-    results = {a["kind"]: a["result"] for a in run.verdict()["actions"] if "kind" in a}
-    assert results["exhaust-budget"].startswith("exit 0 globex: budget capped at"), results
-    assert results["restore-budget"].startswith("exit 0 globex: budget restored to $2.00000000"), results
-
-
 def test_cache_isolation_hits_only_where_salts_match(gate):
     run = gate("cache-isolation")
     assert run.exit_code == 0, run.output

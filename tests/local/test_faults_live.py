@@ -1,12 +1,14 @@
 """The gate's fault scenarios against the tests' stack (two gateway replicas sharing Redis and
 PostgreSQL), each in its short version through `tenantry gate`, as QA runs it: what a killed
-gateway replica, a PostgreSQL outage and a Redis outage cost the tenants, and whether every tenant was still
-charged what it was served. The stack is healthy again after each (supervisord restarts a killed
-process; the scenarios start PostgreSQL and Redis again)."""
+gateway replica, a PostgreSQL outage, a Redis outage and a budget spent mid-run cost the tenants, and
+whether every tenant was still charged what it was served. The stack is healthy again after each
+(supervisord restarts a killed process; the scenarios start PostgreSQL and Redis again, and restore the
+budget)."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import httpx
@@ -26,6 +28,10 @@ def _gate(stack, tmp_path, scenario: str) -> tuple[int, str, dict]:
     print(done.stdout + done.stderr)  # shown when the test fails
     assert (out / "verdict.json").exists(), done.stdout + done.stderr
     return done.returncode, done.stdout, json.loads((out / "verdict.json").read_text())
+
+
+def _records(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines() if line]
 
 
 def _check(verdict: dict, name: str) -> dict:
@@ -76,3 +82,17 @@ def test_a_redis_outage_keeps_guaranteed_tenants_served_within_a_bound_and_refus
     actions = [a["action"] for a in verdict["actions"]]
     assert actions.count("stop-redis for 30 s") == 1 and "start-redis" in actions, verdict["actions"]
     assert "lower-tier request(s) refused with X-Tenantry-Shed: redis" in _check(verdict, "redis-outage")["detail"]
+
+
+def test_a_budget_spent_mid_run_refuses_the_tenant_on_both_replicas_until_restored(stack, tmp_path):
+    """Two replicas: the cap must reach both, or one keeps serving on the old budget (its cached team)."""
+    verdict = _passes(stack, tmp_path, "budget-exhausted")
+    detail = _check(verdict, "budget-exhausted")["detail"]
+    assert re.search(r"globex was refused [1-9]\d* time\(s\) for its budget", detail), detail
+    results = {a["kind"]: a["result"] for a in verdict["actions"] if "kind" in a}
+    assert re.match(r"exit 0 globex: budget capped at \$[\d.]+ \(spent \$[\d.]+\) on 2 gateway replica\(s\)",
+                    results["exhaust-budget"]), results
+    assert results["restore-budget"].startswith("exit 0 globex: budget restored to $2.00000000"), results
+    refused_on = {r["gateway"] for r in _records(tmp_path / "budget-exhausted")
+                  if r["tenant"] == "globex" and r["status"] in (400, 422)}
+    assert refused_on == {0, 1}, refused_on  # both replicas refused it

@@ -11,7 +11,7 @@ import pytest
 from tenantry.gate.fault_checks import (check_budget_exhausted, check_database_outage, check_fallback,
                                         check_gateway_killed, check_redis_outage)
 from tenantry.gate.records import Record
-from tenantry.gate.scenarios import scenario
+from tenantry.gate.scenarios import BUDGET_OUTPUT_SCALE, scenario
 from tenantry.gateway.tenant_policy_ledger import LEASE_SECONDS
 from tenantry.stacks import plan_stack
 
@@ -221,6 +221,16 @@ def _budget_check(records, plan):
     return check_budget_exhausted(records, plan, scenario("budget-exhausted", plan, short=True))
 
 
+def test_the_budget_scenario_caps_the_first_best_effort_tenant_for_its_middle_stage_and_lengthens_its_answers(plan):
+    run = scenario("budget-exhausted", plan, short=True)
+    before, capped, restored = run.stages
+    assert capped.fault.kind == "exhaust-budget" and capped.fault.subject == "globex"
+    assert capped.fault.seconds == capped.seconds and capped.fault.restore == "restore-budget"
+    assert before.fault is None and restored.fault is None and restored.seconds > 0  # time to be served again
+    assert run.output_scale_of("globex") == BUDGET_OUTPUT_SCALE and run.output_scale_of("acme") == 1.0
+    assert scenario("budget-exhausted", plan, short=True, tenant="acme").subject == {"spender": "acme"}
+
+
 def test_a_spent_budget_refused_from_then_on_and_restored_passes(plan):
     check = _budget_check(budget_run(), plan)
     assert check.passed, check
@@ -246,6 +256,9 @@ def test_a_request_sent_while_the_restore_command_ran_may_be_served(plan):
     (lambda run: [r for r in run if r.sent < RESTORED_AT], "after the restore, 0 served"),
     (lambda run: run + [spent(70, status=400, error=BUDGET)], "after the restore, 10 served and 1 refused"),
     (lambda run: run + [spent(5, status=400, error=BUDGET)], "1 request(s) refused for its budget before the cap"),
+    # Records are in the order they ended: a refusal sent first but ended last is still the first.
+    (lambda run: run + [spent(23.0, status=422, e2e=30.0, error=BUDGET), spent(23.2, e2e=0.5)],
+     "2 request(s) sent after its budget ran out were served (first 0.2 s after"),
 ])
 def test_each_budget_loss_fails(plan, change, says):
     check = _budget_check(change(budget_run()), plan)
