@@ -149,7 +149,7 @@ def _warn_guaranteed_adapters_can_wait(
     """vLLM schedules a waiting request only if its adapter is already in the batch or a slot is
     free, and priority preempts for KV blocks, never for an adapter slot: while other adapters keep
     every slot busy, a guaranteed tenant's adapter waits, whatever its priority
-    (docs/decisions.md: A guaranteed tenant's adapter never waits for an adapter slot)."""
+    (docs/decisions.md: A guaranteed tenant's adapter should never wait for an adapter slot)."""
     needed = slots_so_no_adapter_waits(len(adapters), engine.max_num_seqs)
     owners = sorted({a.tenant for a in adapters if a.tenant in guaranteed})
     if not owners or max_loras >= needed:
