@@ -124,6 +124,17 @@ def test_a_redis_outage_within_the_fail_safe_passes(plan):
     assert "acme peaked at 7 in flight while Redis was away (bound 8: 2 replicas x 4), 1 after" in check.detail
 
 
+def test_each_replica_is_judged_from_its_own_first_refusal_for_redis(plan):
+    """Replica 1 had not yet called Redis when replica 0 first refused: what it served until its own first
+    refusal was admitted while Redis still answered it; after that, nothing may be."""
+    on_one = [dataclasses.replace(lower(t), gateway=1) for t in (18, 30)]
+    early = dataclasses.replace(lower(16, status=200, shed="", error=""), gateway=1)
+    late = dataclasses.replace(lower(20, status=200, shed="", error=""), gateway=1)
+    run = scenario("redis-outage", plan, short=True)
+    assert check_redis_outage([*redis_outage_run(), *on_one, early], plan, run).passed
+    assert not check_redis_outage([*redis_outage_run(), *on_one, late], plan, run).passed
+
+
 @pytest.mark.parametrize(("extra", "says"), [
     ([sent(20, status=429, error="busy", shed="redis")], "1 guaranteed request(s) refused for capacity or unanswered"),
     ([sent(20, status=0, error="ReadTimeout")], "1 guaranteed request(s) refused for capacity or unanswered"),
