@@ -39,7 +39,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     gate.add_argument("--stop-engine", metavar="COMMAND",
                       help="with --gateway: command that stops an engine ({engine} is replaced), for engine-failure")
     gate.add_argument("--fault", action="append", default=[], metavar="KIND=COMMAND",
-                      help=f"with --gateway: the shell command that does a fault or undoes one ({', '.join(_FAULT_KINDS)}; "
+                      help="with --gateway: the shell command that does a fault or undoes one "
+                           f"({', '.join(_FAULT_KINDS)}; "
                            "{engine}, {replica} and {tenant} are filled in); repeat for each")
     gate.add_argument("--database-url", metavar="URL",
                       help="with --gateway: LiteLLM's PostgreSQL, to reconcile each tenant's spend with what it was "

@@ -1,6 +1,6 @@
 """The checks of the fault scenarios (tenantry/gate/scenarios.py: engine-failure, engine-killed,
-gateway-killed, database-outage, redis-outage, budget-exhausted): what was lost when a part of the stack failed under load. Each says
-what it saw in figures."""
+gateway-killed, database-outage, redis-outage, budget-exhausted): what was lost when a part of the
+stack failed under load. Each says what it saw in figures."""
 
 from __future__ import annotations
 
@@ -225,9 +225,9 @@ def peak_in_flight(records: list[Record], tenant: str, start: float, end: float)
 def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
     """Admission's fail-safe while Redis is away (docs/platform.md: Admission): guaranteed tenants are
     never refused for capacity and always answered (an engine's 5xx is reported: it is not admission's);
-    the other tiers are refused (429, X-Tenantry-Shed:
-    redis) from the first such refusal to the last of each replica (the gateway's own word on when Redis
-    was away: a stop command may take seconds, and each replica finds out on its next call); RECOVERY_SECONDS after Redis is back nobody is refused for it.
+    the other tiers are refused (429, X-Tenantry-Shed: redis) from each replica's first such refusal to
+    its last (the gateway's own word on when Redis was away: a stop command may take seconds, and each
+    replica finds out on its next call); RECOVERY_SECONDS after Redis is back nobody is refused for it.
     How many requests a guaranteed tenant had in flight is reported from the client's side, not
     judged: LiteLLM's own Redis calls add seconds outside admission during an outage, so the client's
     view overstates the gateway's count (the per-replica bound is the plugin's, tested on it)."""

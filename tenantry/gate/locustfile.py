@@ -330,8 +330,8 @@ def _run_command(kind: str, action: str, subject: str) -> None:
     command = RUN.get("fault_commands", {}).get(kind)
     entry = {"at": elapsed(), "action": action, "kind": kind, "result": f"no command given (--fault {kind}=COMMAND)"}
     if command:
-        done = subprocess.run(shlex.split(command.format(engine=subject, replica=subject, tenant=subject)), capture_output=True,
-                              text=True, check=False, timeout=120)
+        argv = shlex.split(command.format(engine=subject, replica=subject, tenant=subject))
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
         entry["result"] = f"exit {done.returncode} {(done.stdout + done.stderr).strip()[:200]}"
         entry["done"] = elapsed()  # a command takes a moment (supervisorctl about 1 s): the fault is done by now
     ACTIONS.append(entry)

@@ -36,8 +36,8 @@ class BudgetChange:
 
 def budget_commands(layout: Layout) -> dict[str, str]:
     """The gate's exhaust-budget fault and its undoing on this stack, with a {tenant} placeholder."""
-    command = (f"{shlex.quote(sys.executable)} -m tenantry local budget {{tenant}} --dir {shlex.quote(str(layout.root))} "
-               f"--port-base {layout.port_base}")
+    command = (f"{shlex.quote(sys.executable)} -m tenantry local budget {{tenant}} "
+               f"--dir {shlex.quote(str(layout.root))} --port-base {layout.port_base}")
     return {"exhaust-budget": command, "restore-budget": f"{command} --restore"}
 
 

@@ -49,6 +49,11 @@ class LocalTarget:
             self.side_gateway = None
 
 
+def _fault_commands(layout: Layout) -> dict[str, str]:
+    """Faults through supervisord, and the budget's through the gateways."""
+    return fault_commands(layout) | budget_commands(layout)
+
+
 def _require_stack(layout: Layout, stack_file: Path) -> None:
     state = State.load(layout)
     if state is None or supervisor_running(layout) is None:
@@ -69,7 +74,7 @@ def local_target(layout: Layout, plan: Plan, stack_file: Path) -> LocalTarget:
     """The running local stack's own gateways."""
     _require_stack(layout, stack_file)
     urls = [f"http://{HOST}:{port}" for port in layout.ports(plan).gateways]
-    return LocalTarget(layout, plan, "tenantry policy", "local", urls, layout.keys_file, fault_commands(layout) | budget_commands(layout),
+    return LocalTarget(layout, plan, "tenantry policy", "local", urls, layout.keys_file, _fault_commands(layout),
                        _database_url(layout, plan))
 
 
@@ -86,7 +91,7 @@ def side_by_side_targets(layout: Layout, plan: Plan, stack_file: Path) -> list[L
             label, slug, plugin = SIDES[name]
             process = start_side_gateway(layout, layout.ports(plan), name, port, plugin=plugin)
             targets.append(LocalTarget(layout, plan, label, slug, [f"http://{HOST}:{port}"], layout.keys_file,
-                                       fault_commands(layout) | budget_commands(layout), _database_url(layout, plan), (name, process)))
+                                       _fault_commands(layout), _database_url(layout, plan), (name, process)))
         for target in targets:
             wait_side_gateway(layout, target.side_gateway[0], target.gateways[0], target.side_gateway[1])
     except BaseException:  # a gateway started before the failure is ours to stop
