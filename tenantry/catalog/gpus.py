@@ -7,6 +7,7 @@ marketing number, because vLLM sizes its budget from that total.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from itertools import combinations_with_replacement
@@ -251,3 +252,22 @@ def valid_mig_layouts(gpu_name: str) -> tuple[tuple[str, ...], ...]:
                 continue
             found.append(layout)
     return tuple(found)
+
+
+WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def mig_resource(profile: str) -> str:
+    """The extended resource the device plugin advertises for a MIG profile under the mixed strategy. A resource
+    name may not hold "+", so a media-extension profile such as 1g.10gb+me is advertised as mig-1g.10gb.me
+    (NVIDIA/k8s-device-plugin, internal/rm/rm.go)."""
+    return "nvidia.com/mig-" + profile.replace("+", ".")
+
+
+def gpu_resources(pool_gpus: Iterable[str]) -> tuple[str, ...]:
+    """Every GPU resource nodes of these GPU types can advertise: whole GPUs, and each MIG profile of the
+    MIG-capable ones (not only the pools' layouts: a node re-partitioned by hand advertises the others)."""
+    names = [WHOLE_GPU_RESOURCE]
+    for gpu in dict.fromkeys(pool_gpus):
+        names += [mig_resource(p.name) for p in GPU_TYPES[gpu].mig_profiles if mig_resource(p.name) not in names]
+    return tuple(names)

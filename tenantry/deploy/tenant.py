@@ -45,7 +45,8 @@ class Tenant(pulumi.ComponentResource):
 
 
 def _quota_and_limits(name: str, t: TenantPlan, meta_labels: dict[str, str], opts: pulumi.ResourceOptions) -> None:
-    """The tenant's quota (no GPUs, no external Services) and the defaults of containers that set none."""
+    """The tenant's quota (no GPUs or MIG slices, no external Services) and the defaults of containers that set
+    none. Extended resources take only a requests.* quota; a resource left out of it is unlimited."""
     k8s.core.v1.ResourceQuota(
         f"{name}-quota",
         metadata={"name": "tenantry-quota", "namespace": t.namespace, "labels": meta_labels},
@@ -56,7 +57,7 @@ def _quota_and_limits(name: str, t: TenantPlan, meta_labels: dict[str, str], opt
             "requests.memory": mebibytes(t.quota_memory_bytes),
             "limits.memory": mebibytes(t.quota_memory_bytes),
             "pods": str(t.quota_pods),
-            "requests.nvidia.com/gpu": "0",
+            **{f"requests.{resource}": "0" for resource in t.quota_gpu_resources},
             "services.loadbalancers": "0",
             "services.nodeports": "0",
         }},

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from tenantry.catalog.gpus import gpu_resources
 from tenantry.plan.cluster import plan_cluster
 from tenantry.plan.engines import plan_engine
 from tenantry.plan.model import CloudIdentityPlan, EnginePlan, FallbackPlan, GatewayPlan, Plan, PlatformPlan
@@ -20,7 +21,7 @@ from tenantry.plan.notes import Notes
 from tenantry.plan.placement import plan_pool
 from tenantry.plan.pod import refuse_cache_claims_across_nodes, warn_read_write_many_on_the_default_class
 from tenantry.plan.routes import group_routes, routes
-from tenantry.plan.tenants import FallbackGraph, plan_tenant
+from tenantry.plan.tenants import FallbackGraph, plan_tenant, warn_guarantees_for_most
 from tenantry.spec.identity_checks import bucket_schemes
 from tenantry.spec.schema import TIERS, Spec
 
@@ -44,7 +45,10 @@ def plan(spec: Spec, stack: str) -> Plan:
     warn_read_write_many_on_the_default_class(platform.model_cache_access_mode, platform.model_cache_storage_class, notes)
     reserved = _reserved_slots(engines)
     fallbacks = FallbackGraph.of(spec)
-    tenants = tuple(plan_tenant(spec, t, by_tenant[t.name], reserved[t.name], fallbacks) for t in spec.tenants)
+    pool_gpus = gpu_resources(p.gpu for p in spec.cluster.node_pools)
+    tenants = tuple(plan_tenant(spec, t, by_tenant[t.name], reserved[t.name], fallbacks, pool_gpus)
+                    for t in spec.tenants)
+    warn_guarantees_for_most(spec, notes)
     if spec.gateway.replicas < 2:
         notes.warn("gateway.replicas", "one gateway replica: every request fails while it restarts")
     if spec.platform.postgres.backup_destination is None:

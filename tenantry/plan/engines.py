@@ -3,7 +3,7 @@ budget -> LoRA slots -> memory -> KV cache -> slots -> tokens -> pod."""
 
 from __future__ import annotations
 
-from tenantry.catalog.gpus import GPU_TYPES, MigProfile
+from tenantry.catalog.gpus import GPU_TYPES, WHOLE_GPU_RESOURCE, MigProfile, mig_resource
 from tenantry.catalog.models import Architecture, estimate_parameters, is_gated
 from tenantry.plan.lora import plan_lora
 from tenantry.plan.memory import kv_block_size, plan_gpu_budget, plan_kv, plan_memory
@@ -90,7 +90,7 @@ def _check_architecture(engine: EngineSpec, arch: Architecture, notes: EngineNot
 def _gpu_resource(placement: PlacementKind, mig: MigProfile | None, tensor_parallel: int) -> tuple[str | None, int]:
     """The extended resource each replica requests, and how many of it."""
     if mig:
-        return f"nvidia.com/mig-{mig.name}", 1
+        return mig_resource(mig.name), 1
     if placement == "cpu":
         return None, 0
-    return "nvidia.com/gpu", tensor_parallel
+    return WHOLE_GPU_RESOURCE, tensor_parallel

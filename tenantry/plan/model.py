@@ -251,6 +251,9 @@ class TenantPlan:
     quota_cpu: float
     quota_memory_bytes: int
     quota_pods: int
+    quota_gpu_resources: tuple[str, ...]
+    """GPU resources the namespace may request none of: whole GPUs and every MIG profile the pools' GPUs can be
+    cut into (tenants reach models through the gateway only)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,10 @@ from tenantry.plan.model import KvPlan, Reservation, SlotPlan
 from tenantry.plan.notes import EngineNotes
 from tenantry.spec.schema import Tier
 
+RESERVED_SHARE_WARNING = 0.5
+"""Guaranteed tenants reserving more than this share of an engine's slots get a warning (docs/decisions.md:
+Guarantees are for the few)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class Demand:
@@ -59,7 +63,14 @@ def plan_engine_slots(
             f"runs {slots.capacity} ({kv.max_num_seqs} per replica x {replicas}, at a typical context of "
             f"{kv.typical_context:,} tokens); add replicas or lower their max_concurrency",
         )
-    elif slots.best_effort_demand > slots.shared:
+    elif slots.reserved_total > RESERVED_SHARE_WARNING * slots.capacity:
+        notes.warn(
+            None,
+            f"guaranteed tenants reserve {slots.reserved_total} of {slots.capacity} concurrent sequences "
+            f"({slots.reserved_total / slots.capacity:.0%}): reserved slots stand idle while their owners are quiet, "
+            f"and every other tenant shares the {slots.shared} left",
+        )
+    if slots.reserved_total <= slots.capacity and slots.best_effort_demand > slots.shared:
         notes.warn(
             None,
             f"best-effort tenants may have {slots.best_effort_demand} requests in flight but only "

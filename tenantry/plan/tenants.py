@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenantry.plan.model import TenantPlan, TrafficPlan
+from tenantry.plan.notes import Notes
 from tenantry.plan.routes import Route
 from tenantry.plan.slots import concurrency_share
 from tenantry.spec.resolve import cache_salt
@@ -12,7 +13,8 @@ from tenantry.spec.schema import Spec, TenantSpec
 
 
 def plan_tenant(
-    spec: Spec, tenant: TenantSpec, mine: list[Route], reserved_slots: int, fallbacks: FallbackGraph
+    spec: Spec, tenant: TenantSpec, mine: list[Route], reserved_slots: int, fallbacks: FallbackGraph,
+    gpu_resources: tuple[str, ...],
 ) -> TenantPlan:
     policy = spec.tiers.policy(tenant.tier)
     traffic = tuple(
@@ -52,7 +54,25 @@ def plan_tenant(
         quota_cpu=tenant.namespace_quota.cpu,
         quota_memory_bytes=int(tenant.namespace_quota.memory_gib * 2**30),
         quota_pods=tenant.namespace_quota.pods,
+        quota_gpu_resources=gpu_resources,
     )
+
+
+GUARANTEED_TENANTS_WARNING = 0.5
+"""More than this share of the tenants guaranteed gets a warning (docs/decisions.md: Guarantees are for the few)."""
+
+
+def warn_guarantees_for_most(spec: Spec, notes: Notes) -> None:
+    """A guarantee is a promise that other traffic yields: when most tenants hold one, there is little left to
+    yield, and their reservations split the engines into slots that idle while their owners are quiet."""
+    guaranteed = [t.name for t in spec.tenants if t.tier == "guaranteed"]
+    if len(spec.tenants) > 1 and len(guaranteed) > GUARANTEED_TENANTS_WARNING * len(spec.tenants):
+        notes.warn(
+            "tenants",
+            f"{len(guaranteed)} of {len(spec.tenants)} tenants are guaranteed ({', '.join(guaranteed)}): a guarantee "
+            f"holds because other traffic yields to it, and here little does; keep guaranteed for the tenants whose "
+            f"SLO is contractual and make the rest best-effort",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

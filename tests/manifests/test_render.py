@@ -129,7 +129,11 @@ def test_tenant_namespaces(rendered):
         assert namespace["metadata"]["labels"]["tenantry.io/tenant"] == tenant.name
         assert namespace["metadata"]["labels"]["tenantry.io/tier"] == tenant.tier
         quota = next(m for m in by_kind(rendering, "ResourceQuota") if m["metadata"]["namespace"] == tenant.namespace)
-        assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
+        gpu_quota = {k: v for k, v in quota["spec"]["hard"].items() if k.startswith("requests.nvidia.com/")}
+        assert gpu_quota == {f"requests.{r}": "0" for r in tenant.quota_gpu_resources}
+        # Whatever an engine of the stack runs on, a tenant's pod may not request it.
+        assert {f"requests.{e.gpu_resource}" for e in plan.engines if e.gpu_resource} <= gpu_quota.keys()
+        assert "requests.nvidia.com/gpu" in gpu_quota
         assert quota["spec"]["hard"]["pods"] == str(tenant.quota_pods)
         egress = next(m for m in by_kind(rendering, "NetworkPolicy")
                       if m["metadata"]["namespace"] == tenant.namespace and m["spec"].get("egress"))

@@ -4,6 +4,7 @@ engine with adapters on each, and one tenant per tier."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -89,3 +90,46 @@ def base_spec() -> dict[str, Any]:
 
 def to_yaml(spec: Any) -> str:
     return yaml.safe_dump(spec, sort_keys=False)
+
+
+Mutation = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def set_field(path: str, value: Any) -> Mutation:
+    """A mutation setting one field; path like 'tenants.0.tpm'. The index one past a list's end appends."""
+
+    def mutate(spec: dict[str, Any]) -> dict[str, Any]:
+        *parents, last = path.split(".")
+        node: Any = spec
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node[part]
+        if last.isdigit() and int(last) == len(node):
+            node.append(value)
+        elif last.isdigit():
+            node[int(last)] = value
+        else:
+            node[last] = value
+        return spec
+
+    return mutate
+
+
+def delete_field(path: str) -> Mutation:
+    def mutate(spec: dict[str, Any]) -> dict[str, Any]:
+        *parents, last = path.split(".")
+        node: Any = spec
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node[part]
+        del node[int(last) if last.isdigit() else last]
+        return spec
+
+    return mutate
+
+
+def chain(*mutations: Mutation) -> Mutation:
+    def mutate(spec: dict[str, Any]) -> dict[str, Any]:
+        for m in mutations:
+            spec = m(spec)
+        return spec
+
+    return mutate

@@ -3,9 +3,18 @@ with its stated source rule."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from tenantry.catalog.gpus import GPU_TYPES, MIG_MEMORY_SLICES, place_mig_layout, valid_mig_layouts
+from tenantry.catalog.gpus import (
+    GPU_TYPES,
+    MIG_MEMORY_SLICES,
+    gpu_resources,
+    mig_resource,
+    place_mig_layout,
+    valid_mig_layouts,
+)
 from tenantry.catalog.models import CATALOG_MODELS, estimate_parameters
 from tenantry.catalog.throughput import (
     DECODE_BANDWIDTH_EFFICIENCY,
@@ -128,3 +137,18 @@ def test_tensor_parallel_efficiency_falls_faster_over_pcie():
     assert tensor_parallel_efficiency(1, "nvlink") == 1.0
     assert tensor_parallel_efficiency(8, "nvlink") == pytest.approx(0.85)
     assert tensor_parallel_efficiency(8, "pcie") == pytest.approx(0.55)
+
+
+# A qualified resource name's name part (k8s.io/apimachinery, validation.IsQualifiedName).
+_RESOURCE_NAME = re.compile(r"^nvidia\.com/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def test_mig_resources_are_named_as_the_device_plugin_advertises_them():
+    assert mig_resource("3g.40gb") == "nvidia.com/mig-3g.40gb"
+    assert mig_resource("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+    names = gpu_resources(["A100-80GB", "H100-80GB-SXM", "A100-80GB"])
+    assert names[0] == "nvidia.com/gpu" and len(names) == len(set(names))
+    # A100-80GB and H100 share their seven profile names; each is listed once.
+    assert len(names) == 1 + 7
+    assert all(_RESOURCE_NAME.match(n) for n in names), names
+    assert gpu_resources(["L40S-48GB"]) == ("nvidia.com/gpu",)

@@ -16,46 +16,11 @@ from tenantry.findings import SpecError
 from tenantry.plan import plan
 from tenantry.spec import load_spec_text
 from tests.unit.specs import base_spec, to_yaml
+from tests.unit.specs import chain as _chain
+from tests.unit.specs import delete_field as _delete
+from tests.unit.specs import set_field as _set
 
 Spec = dict[str, Any]
-
-
-def _set(path: str, value: Any) -> Callable[[Spec], Spec]:
-    """A mutation setting one field; path like 'tenants.0.tpm'."""
-
-    def mutate(spec: Spec) -> Spec:
-        *parents, last = path.split(".")
-        node: Any = spec
-        for part in parents:
-            node = node[int(part)] if part.isdigit() else node[part]
-        if last.isdigit():
-            node[int(last)] = value
-        else:
-            node[last] = value
-        return spec
-
-    return mutate
-
-
-def _delete(path: str) -> Callable[[Spec], Spec]:
-    def mutate(spec: Spec) -> Spec:
-        *parents, last = path.split(".")
-        node: Any = spec
-        for part in parents:
-            node = node[int(part)] if part.isdigit() else node[part]
-        del node[int(last) if last.isdigit() else last]
-        return spec
-
-    return mutate
-
-
-def _chain(*mutations: Callable[[Spec], Spec]) -> Callable[[Spec], Spec]:
-    def mutate(spec: Spec) -> Spec:
-        for m in mutations:
-            spec = m(spec)
-        return spec
-
-    return mutate
 
 
 def _duplicate_tenant(spec: Spec) -> Spec:
