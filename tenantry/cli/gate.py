@@ -50,6 +50,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     gate.add_argument("--side-by-side", action="store_true",
                       help="local stack only: run again through plain LiteLLM (no policy, first come first served) "
                       "and compare")
+    gate.add_argument("--repeat-prompts", action="store_true",
+                      help="send the prompts every earlier run sent (cache-warm) instead of the run's own (cold)")
     gate.add_argument("--out", metavar="DIR", help="directory for the report and CSVs (default .local/gate/...)")
     gate.add_argument("--dir", metavar="DIR", help="the local stack's state directory (default .local)")
     gate.add_argument("--port-base", type=int, metavar="PORT", help="the local stack's first port")
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     from tenantry.local.health import LocalStackError
 
     try:
-        prepared = prepare(args.stack, args.scenario, short=args.short, tenant=args.tenant)
+        prepared = prepare(args.stack, args.scenario, short=args.short, tenant=args.tenant,
+                           repeat_prompts=args.repeat_prompts)
         out = _out(args, prepared)
         passed = gate(prepared, _targets(args, prepared), out=out, short=args.short, tenant=args.tenant,
                       console=stdout_console())

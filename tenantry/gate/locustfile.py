@@ -42,6 +42,7 @@ SCENARIO: Scenario = with_stage_seconds(
 KEYS: dict[str, str] = json.loads(Path(RUN["keys"]).read_text(encoding="utf-8"))
 PRICES: dict[str, ModelPrice] = model_prices(PLAN)
 GATEWAYS: list[str] = RUN["gateways"]
+PROMPT_SEED: str = RUN.get("prompt_seed", "")  # the run's own, or "" to repeat every run's prompts (run.py)
 TIMEOUT = (5, 300)  # connect, read: a queued request on a saturated CPU engine may wait long
 IDLE_CONNECTION_SECONDS = 3.0
 """A connection idle longer is not reused: servers close idle keep-alive connections
@@ -192,7 +193,7 @@ class TenantUser(User):
         self.tenant = PLAN.tenant(self.traffic.tenant)
         self.key = KEYS[self.tenant.name]
         self.gateway = self.index % len(GATEWAYS)
-        self.rng = random.Random(f"{self.traffic.name}:{self.index}")
+        self.rng = random.Random(f"{PROMPT_SEED}{self.traffic.name}:{self.index}")
         self.connection = Connection()
         self.next_at = 0.0
 
@@ -216,7 +217,7 @@ class TenantUser(User):
             self.next_at = max(self.next_at + self.rng.expovariate(1 / interval), now - interval)
         entry = self.rng.choices(self.traffic.targets, weights=[t.share for t in self.traffic.targets])[0]
         body = profiles.request_body(self.tenant, entry, self.rng, stream=True if SCENARIO.stream_all else None,
-                                     output_scale=SCENARIO.output_scale_of(self.tenant.name))
+                                     output_scale=SCENARIO.output_scale_of(self.tenant.name), run_seed=PROMPT_SEED)
         record = Record(self.tenant.name, self.tenant.tier, self.traffic.profile, entry.target, stage.name, now,
                         body["stream"], 0, 0.0, gateway=self.gateway, max_tokens=body["max_tokens"])
         RECORDS.append(send(self.connection, GATEWAYS[self.gateway], self.key, body, record))
@@ -250,7 +251,7 @@ class CacheProbeUser(User):
 
     def on_start(self) -> None:
         self.connection = Connection()
-        self.rng = random.Random("cache-probes")
+        self.rng = random.Random(f"{PROMPT_SEED}cache-probes")
         self.round = 0
         self.next_allowed: dict[str, float] = {}
 

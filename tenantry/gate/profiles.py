@@ -6,8 +6,10 @@ rag      a long prompt: a document shared by all the tenant's requests (a prefix
 batch    an extraction prompt, not streamed
 adapter  the tenant's LoRA adapter, shaped as the traffic entry's profile says
 
-Prompts are words from a fixed list, seeded, so a run is repeatable; the
-model's own count of prompt tokens comes back in the usage. Outputs run to
+Prompts are words from a fixed list, drawn from a seed: the run's own (a
+fresh draw each run, so no prompt is in an engine's prefix cache from an
+earlier run), or the same for every run when the scenario repeats prompts.
+The model's own count of prompt tokens comes back in the usage. Outputs run to
 exactly the tenant's typical length (`ignore_eos`, vLLM's own field), so
 token rates compare across runs.
 """
@@ -58,16 +60,17 @@ def words(rng: random.Random, count: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(max(1, count)))
 
 
-def rag_document(tenant: str, length: int) -> str:
+def rag_document(tenant: str, length: int, run_seed: str = "") -> str:
     """The tenant's shared document: the same on every request of the run."""
-    return words(random.Random(f"rag:{tenant}"), int(length * RAG_DOCUMENT_SHARE))
+    return words(random.Random(f"{run_seed}rag:{tenant}"), int(length * RAG_DOCUMENT_SHARE))
 
 
 def request_body(tenant: TenantPlan, entry: TrafficPlan, rng: random.Random, stream: bool | None = None,
-                 prompt: str | None = None, output_scale: float = 1.0) -> dict:
+                 prompt: str | None = None, output_scale: float = 1.0, run_seed: str = "") -> dict:
     """A chat completion for this tenant and traffic entry. `stream` overrides the
     profile's choice; `prompt` replaces the generated one (cache probes); the output
-    is `output_scale` times the tenant's typical length, within its cap."""
+    is `output_scale` times the tenant's typical length, within its cap; `run_seed`
+    draws the RAG document (the rest of a prompt comes from `rng`)."""
     length = tenant.typical_prompt_tokens
     if tenant.max_prompt_tokens:
         length = min(length, tenant.max_prompt_tokens - 32)  # room for the chat template
@@ -75,7 +78,7 @@ def request_body(tenant: TenantPlan, entry: TrafficPlan, rng: random.Random, str
     output = min(wanted, tenant.max_output_tokens or wanted)
     if prompt is None:
         if entry.profile == "rag":
-            prompt = rag_document(tenant.name, length) + "\nQuestion: " + words(rng, length - int(
+            prompt = rag_document(tenant.name, length, run_seed) + "\nQuestion: " + words(rng, length - int(
                 length * RAG_DOCUMENT_SHARE))
         else:
             prompt = words(rng, length)

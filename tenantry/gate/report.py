@@ -124,11 +124,13 @@ def _tenant_table(tenants: dict[str, dict]) -> str:
             f"<td>{f.requests}</td><td>{f.succeeded}</td><td>{f.quota_429}</td><td>{f.shed_429}</td>"
             f"<td>{f.error_rate:.1%} / {f.slo_max_error_rate:.1%}</td>"
             f"<td>{_ms(f.ttft_p50)}</td><td>{_ms(f.ttft_p95)} / {_ms(f.slo_ttft_p95)}</td>"
+            f"<td>{'—' if f.cached_share is None else f'{f.cached_share:.0%}'}</td>"
             f"<td>{_ms(f.itl_p95)} / {_ms(f.slo_itl_p95)}</td><td>{_ms(f.e2e_p95)}</td>"
             f"<td>{f.output_tokens_per_s:.1f}</td><td>{f.goodput:.2f}</td><td>{verdict}</td>"
             f"<td>{html.escape('; '.join(f.reasons))}</td></tr>")
     return ("<table><tr><th>tenant</th><th>tier</th><th>sent</th><th>ok</th><th>quota 429</th><th>shed 429</th>"
-            "<th>errors / SLO</th><th>TTFT p50 ms</th><th>TTFT p95 ms / SLO</th><th>ITL p95 ms / SLO</th>"
+            "<th>errors / SLO</th><th>TTFT p50 ms</th><th>TTFT p95 ms / SLO</th><th>prompt cached</th>"
+            "<th>ITL p95 ms / SLO</th>"
             "<th>E2E p95 ms</th><th>output tok/s</th><th>goodput req/s</th><th>verdict</th><th>why</th></tr>"
             + "".join(rows) + "</table>")
 

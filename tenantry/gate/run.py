@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -44,8 +45,10 @@ class Prepared:
     scenario: Scenario
 
 
-def prepare(stack: str, scenario_name: str, *, short: bool, tenant: str | None) -> Prepared:
-    """The stack's plan (it must fit) and the scenario built from it, before any target is made."""
+def prepare(stack: str, scenario_name: str, *, short: bool, tenant: str | None,
+            repeat_prompts: bool = False) -> Prepared:
+    """The stack's plan (it must fit) and the scenario built from it, before any target is made;
+    `repeat_prompts` sends every earlier run's prompts instead of the run's own (Scenario.repeat_prompts)."""
     from tenantry.gate.scenarios import ScenarioError
     from tenantry.gate.scenarios import scenario as build_scenario
     from tenantry.stacks import plan_stack, require_fit, stack_path
@@ -56,6 +59,8 @@ def prepare(stack: str, scenario_name: str, *, short: bool, tenant: str | None) 
         scenario = build_scenario(scenario_name, plan, short=short, tenant=tenant)
     except ScenarioError as error:
         raise GateError(str(error)) from None
+    if repeat_prompts:
+        scenario = replace(scenario, repeat_prompts=True)
     return Prepared(stack_file, plan, scenario)
 
 
@@ -105,6 +110,13 @@ def warm_up(plan: Plan, target: Target, echo=print, rounds: int = 2, quota_wait_
     return answered
 
 
+def prompt_seed(scenario: Scenario) -> str:
+    """A seed of the run's own for its prompts, so that none is in an engine's prefix cache from an earlier run
+    (two side-by-side runs each get one too); "" when the scenario repeats prompts (docs/decisions.md: Each gate
+    run draws its own prompts)."""
+    return "" if scenario.repeat_prompts else secrets.token_hex(8) + ":"
+
+
 def run_locust(prepared: Prepared, target: Target, out: Path, short: bool, tenant: str | None,
                echo=print) -> RunResult:
     """One headless Locust run into `out`; its exit code is the verdict."""
@@ -113,7 +125,8 @@ def run_locust(prepared: Prepared, target: Target, out: Path, short: bool, tenan
     settings = {"stack": str(stack_file.resolve()), "scenario": scenario.name, "short": short, "tenant": tenant,
                 "gateways": target.gateways, "keys": str(target.keys_file.resolve()), "out": str(out.resolve()),
                 "fault_commands": target.fault_commands, "label": target.label,
-                "stage_seconds": [stage.seconds for stage in scenario.stages]}  # as run, if a caller stretched one
+                "stage_seconds": [stage.seconds for stage in scenario.stages],  # as run, if a caller stretched one
+                "prompt_seed": prompt_seed(scenario)}
     (out / RUN_JSON).write_text(json.dumps(settings, indent=1), encoding="utf-8")
     (out / VERDICT_JSON).unlink(missing_ok=True)
     env = {**os.environ, "TENANTRY_GATE_RUN": str(out / RUN_JSON),
@@ -163,7 +176,7 @@ def print_verdict(view: RunView, console) -> None:
     table = Table(title=f"{view.label}: scenario {v['scenario']} — {'PASS' if v['passed'] else 'FAIL'}",
                   title_justify="left")
     for column in ("tenant", "tier", "sent", "ok", "429 quota/shed", "errors / SLO", "TTFT p95 ms / SLO",
-                   "ITL p95 ms / SLO", "goodput req/s", "verdict"):
+                   "prompt cached", "ITL p95 ms / SLO", "goodput req/s", "verdict"):
         table.add_column(column, justify="left" if column in ("tenant", "tier", "verdict") else "right")
 
     def ms(value):
@@ -175,12 +188,36 @@ def print_verdict(view: RunView, console) -> None:
             verdict += ": " + "; ".join(f["reasons"])
         table.add_row(f["tenant"], f["tier"], str(f["requests"]), str(f["succeeded"]),
                       f"{f['quota_429']}/{f['shed_429']}", f"{f['error_rate']:.1%} / {f['slo_max_error_rate']:.1%}",
-                      f"{ms(f['ttft_p95'])} / {ms(f['slo_ttft_p95'])}", f"{ms(f['itl_p95'])} / {ms(f['slo_itl_p95'])}",
-                      f"{f['goodput']:.2f}", verdict)
+                      f"{ms(f['ttft_p95'])} / {ms(f['slo_ttft_p95'])}", share(f.get("cached_share")),
+                      f"{ms(f['itl_p95'])} / {ms(f['slo_itl_p95'])}", f"{f['goodput']:.2f}", verdict)
     console.print(table)
+    if len(v.get("stages", {})) > 1:
+        console.print(stage_table(v["stages"]))
     for check in v["checks"]:
         mark = "[green]PASS[/]" if check["passed"] else "[red]FAIL[/]"
         console.print(f"  check {check['name']}: {mark} — {check['detail']}", soft_wrap=True, highlight=False)
+
+
+def share(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def stage_table(stages: dict[str, dict[str, dict]]):
+    """Each stage's time to first token per tenant that sent anything in it, with the share of its prompt
+    tokens found cached: the TTFT a stage measured depends on it."""
+    from rich.table import Table
+
+    table = Table(title="by stage", title_justify="left")
+    for column in ("stage", "tenant", "sent", "ok", "TTFT p50 ms", "TTFT p95 ms", "prompt cached"):
+        table.add_column(column, justify="left" if column in ("stage", "tenant") else "right")
+    for stage, tenants in stages.items():
+        for f in tenants.values():
+            if f["requests"]:
+                table.add_row(stage, f["tenant"], str(f["requests"]), str(f["succeeded"]),
+                              "—" if f["ttft_p50"] is None else f"{f['ttft_p50'] * 1000:,.0f}",
+                              "—" if f["ttft_p95"] is None else f"{f['ttft_p95'] * 1000:,.0f}",
+                              share(f.get("cached_share")))
+    return table
 
 
 def print_comparison(on: RunView, off: RunView, console) -> None:

@@ -87,6 +87,10 @@ class Scenario:
     """Per tenant, instead of output_scale."""
     cache_probes: tuple[tuple[str, str, str], ...] = ()
     """(first tenant, second tenant, model): the same fresh prompt from one, then the other."""
+    repeat_prompts: bool = False
+    """Send the same prompts as every earlier run (warm: engines still hold them in their prefix caches)
+    instead of prompts drawn afresh for this run (cold, the default: only what the run itself shares, such
+    as a tenant's RAG document, can be cached) (docs/decisions.md: Each gate run draws its own prompts)."""
     subject: dict[str, str] = field(default_factory=dict)
     """The tenants and engines a scenario is about (aggressor, victim, engine, ...)."""
     fault_times: dict[str, tuple[float, float]] = field(default_factory=dict)

@@ -75,6 +75,9 @@ class TenantFigures:
     error_rate: float = 0.0
     ttft_p50: float | None = None
     ttft_p95: float | None = None
+    cached_share: float | None = None
+    """Of the prompt tokens of the answered requests, the share the engines found in their prefix cache: the
+    cache state every TTFT figure was measured in (None when no engine reported it)."""
     itl_p95: float | None = None
     e2e_p50: float | None = None
     e2e_p95: float | None = None
@@ -88,6 +91,14 @@ class TenantFigures:
     """None when the tenant is not judged (pushed beyond its contract on purpose, sent nothing, or
     spot refused by admission throughout)."""
     reasons: list[str] = field(default_factory=list)
+
+
+def cached_share(records: list[Record]) -> float | None:
+    """Cached prompt tokens over prompt tokens, of the records whose engine reported its cache hits."""
+    reported = [r for r in records if r.cached_tokens is not None and r.prompt_tokens]
+    if not reported:
+        return None
+    return sum(r.cached_tokens or 0 for r in reported) / sum(r.prompt_tokens for r in reported)
 
 
 def tenant_figures(records: list[Record], tenant: TenantPlan, seconds: float, judged: bool) -> TenantFigures:
@@ -105,6 +116,7 @@ def tenant_figures(records: list[Record], tenant: TenantPlan, seconds: float, ju
     ttfts = [r.ttft for r in ok if r.ttft is not None]
     gaps = [gap for r in ok if r.streamed for gap in r.gaps]
     figures.ttft_p50, figures.ttft_p95 = percentile(ttfts, 0.5), percentile(ttfts, 0.95)
+    figures.cached_share = cached_share(ok)
     figures.itl_p95 = percentile(gaps, 0.95)
     figures.e2e_p50, figures.e2e_p95 = percentile([r.e2e for r in ok], 0.5), percentile([r.e2e for r in ok], 0.95)
     if seconds > 0:

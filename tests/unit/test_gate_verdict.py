@@ -270,6 +270,38 @@ def test_traffic_classes_and_requests_follow_the_spec(plan):
     assert prompt != again and rag["stream"] is True
 
 
+def test_each_run_draws_its_own_prompts_unless_the_scenario_repeats_them(plan):
+    import random
+
+    from tenantry.gate.run import prompt_seed
+
+    steady = scenario("steady", plan, short=True)
+    first, second = prompt_seed(steady), prompt_seed(steady)
+    assert first and second and first != second
+    assert prompt_seed(dataclasses.replace(steady, repeat_prompts=True)) == ""
+    globex = plan.tenant("globex")
+
+    def document(seed: str) -> str:
+        body = request_body(globex, globex.traffic[0], random.Random(f"{seed}globex-chat:0"), run_seed=seed)
+        return body["messages"][0]["content"].split("\nQuestion: ")[0]
+
+    # Within a run a tenant's RAG document is one shared prefix; across runs it is new, so an engine's prefix
+    # cache holds nothing of it from the run before.
+    assert document(first) == document(first) and document(first) != document(second)
+    assert document("") == document("")
+
+
+def test_the_cache_state_each_latency_was_measured_in_is_reported(plan):
+    steady = scenario("steady", plan, short=True)
+    records = steady_records()
+    for r in records:
+        r.prompt_tokens, r.cached_tokens = (200, 150) if r.tenant == "acme" else (200, None)
+    figures = verdict(records, plan, steady).tenants
+    assert figures["acme"].cached_share == pytest.approx(0.75)
+    assert figures["globex"].cached_share is None  # no engine said: not counted as cold
+    assert verdict(records, plan, steady).stages["steady"]["acme"].cached_share == pytest.approx(0.75)
+
+
 def test_records_round_trip(tmp_path):
     records = steady_records(2)
     write_records(tmp_path, records)
