@@ -127,6 +127,8 @@ def tenant_policy_settings(
                 "replicas": e.replicas,
                 "shared_slots": e.slots.shared,
                 "reserved": {r.tenant: r.slots for r in e.slots.reserved},
+                "tier_slots": {tier: cap for tier, cap in (("best-effort", e.slots.best_effort_max),
+                                                           ("spot", e.slots.spot_max)) if cap is not None},
                 "models": [e.name, *(a.name for a in e.lora.adapters)],
                 "metrics_urls": (metrics_urls or {}).get(e.name, []),
             }

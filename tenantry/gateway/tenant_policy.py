@@ -20,7 +20,8 @@ For every request, from the authenticated key's team (the tenant), never from wh
    guaranteed or best-effort request arrived for it (a Redis key with that expiry, shared by the
    replicas). Spot is judged on the engine's load now (a cached state is scraped again first),
    best-effort on one no older than admission acts on, so an engine nobody asked for a while is not
-   mistaken for one whose metrics failed. A 429 for capacity names its reason in X-Tenantry-Shed.
+   mistaken for one whose metrics failed. A tier's cap on an engine (`tier_slots`) is a set of its own.
+   A 429 for capacity names its reason in X-Tenantry-Shed.
    Without Redis, guaranteed is counted on each replica alone and the other tiers are refused.
 4. Its own metrics: admissions and sheds by tenant, tier and reason, decisions taken in fail-safe (an
    engine's load unknown, Redis lost), overrides by field, and its own latency; and what each tenant
@@ -62,7 +63,7 @@ import tenant_policy_settings  # noqa: E402
 from tenant_policy_decision import RETRY_AFTER, Decision, decide  # noqa: E402
 from tenant_policy_engine_metrics import EngineMetrics  # noqa: E402
 from tenant_policy_ledger import (  # noqa: E402
-    Ledger, ReplicaCounts, others_recent_key, redis_from_environment, reserved_set, shared_set, tenant_set)
+    Ledger, ReplicaCounts, redis_from_environment, reserved_set, shared_set, spot_pause_keys, tenant_set, tier_set)
 from tenant_policy_outcomes import Outcomes, registered  # noqa: E402
 from tenant_policy_settings import EngineSettings, PolicySettings, TenantSettings, load_settings  # noqa: E402
 
@@ -256,19 +257,22 @@ class TenantPolicy(CustomLogger):
                            request_id: str) -> tuple[Decision, dict[str, int]]:
         """The decision, and the slots it claimed in the ledger when it admits."""
         spec = self.settings.engines[engine]
-        sets = (tenant_set(name), reserved_set(engine, name), shared_set(engine))
+        tier_cap = spec.tier_slots.get(tenant.tier)
+        capped = (tier_set(engine, tenant.tier),) if tier_cap is not None else ()
+        sets = (tenant_set(name), reserved_set(engine, name), shared_set(engine), *capped)
         # At its limit, a tenant waits a moment for one of its requests to end:
         # a stream is released by the event LiteLLM fires just after its last
         # byte, which a client's next request can overtake.
         wait_until = time.monotonic() + self.settings.admission.wait_at_concurrency_limit_seconds
-        others_mark, others_key = self._spot_pause_keys(tenant, engine)
+        others_mark, others_key = spot_pause_keys(tenant.tier, engine,
+                                                  self.settings.admission.spot_pause_after_others_seconds)
         lost_claims = 0
         waiting = False
         try:
             while True:
                 counts, others_recent = await self.ledger.counts(*sets, others_mark=others_mark, others_key=others_key)
                 others_mark = None  # once per request, not once per poll at the concurrency limit
-                decision = await self._decide(name, tenant, engine, spec, counts, others_recent)
+                decision = await self._decide(name, tenant, engine, spec, counts, others_recent, tier_cap)
                 if not decision.admit:
                     if decision.reason == "concurrency" and self._may_wait(name, tenant, wait_until, waiting):
                         if not waiting:
@@ -279,6 +283,8 @@ class TenantPolicy(CustomLogger):
                     return decision, {}
                 slot = (sets[1], spec.reserved.get(name, 0)) if decision.slot == "reserved" else (sets[2], spec.shared_slots)
                 held = {sets[0]: tenant.max_concurrency, slot[0]: slot[1]}
+                if tier_cap is not None and decision.slot == "shared":
+                    held[sets[3]] = tier_cap
                 full = await self.ledger.claim_or_full(request_id, held)
                 if full is None:
                     return decision, held
@@ -292,21 +298,9 @@ class TenantPolicy(CustomLogger):
             if waiting:
                 self._waiting_at_limit[name] -= 1
 
-    def _spot_pause_keys(self, tenant: TenantSettings, engine: str) -> tuple[tuple[str, float] | None, str | None]:
-        """(mark, key to ask): the tiers above spot mark the engine as wanted,
-        spot asks whether it is. Spot's pause follows the others' demand, refused
-        or not: a guaranteed request turned away is still a sign the engine is
-        not idle."""
-        pause = self.settings.admission.spot_pause_after_others_seconds
-        if not pause:
-            return None, None
-        if tenant.tier == "spot":
-            return None, others_recent_key(engine)
-        return (others_recent_key(engine), pause), None
-
     async def _decide(self, name: str, tenant: TenantSettings, engine: str, spec: EngineSettings,
-                      counts: list[int], others_recent: bool) -> Decision:
-        tenant_n, reserved_n, shared_n = counts
+                      counts: list[int], others_recent: bool, tier_cap: int | None) -> Decision:
+        tenant_n, reserved_n, shared_n, *tier_n = counts
         state = None if tenant.tier == "spot" and others_recent else await self.metrics.state(
             engine, wait_if_older_than=self._acceptable_age(tenant.tier))
         now = time.time()
@@ -318,6 +312,7 @@ class TenantPolicy(CustomLogger):
             tenant_in_flight=tenant_n, reserved_slots=spec.reserved.get(name, 0), reserved_in_flight=reserved_n,
             shared_slots=spec.shared_slots, shared_in_flight=shared_n, state=state,
             admission=self.settings.admission, replicas=spec.replicas, now=now, others_recent=others_recent,
+            tier_slots=tier_cap, tier_in_flight=tier_n[0] if tier_n else 0,
         )
 
     def _may_wait(self, name: str, tenant: TenantSettings, wait_until: float, waiting: bool) -> bool:

@@ -45,8 +45,11 @@ def decide(
     replicas: int,
     now: float,
     others_recent: bool = False,
+    tier_slots: int | None = None,
+    tier_in_flight: int = 0,
 ) -> Decision:
-    """Admit or shed one request. Pure: every path has a unit test."""
+    """Admit or shed one request. Pure: every path has a unit test. `tier_slots` caps the requests of the
+    tenant's tier on the engine (None: no cap beyond the shared slots), `tier_in_flight` of which run now."""
     if tenant_in_flight >= max_concurrency:
         return Decision(False, "concurrency", message=f"tenant {tenant} has {tenant_in_flight} requests in flight, "
                         f"its limit is {max_concurrency}", retry_after=RETRY_AFTER["concurrency"])
@@ -55,6 +58,9 @@ def decide(
     if shared_in_flight >= shared_slots:
         return Decision(False, "shared-slots", message=f"engine {engine}: all {shared_slots} unreserved slots are "
                         f"busy; {tier} traffic waits", retry_after=RETRY_AFTER["shared-slots"])
+    if tier_slots is not None and tier != "guaranteed" and tier_in_flight >= tier_slots:
+        return Decision(False, "tier-slots", message=f"engine {engine}: {tier} traffic has {tier_in_flight} of the "
+                        f"{tier_slots} slots its tier may use; it waits", retry_after=RETRY_AFTER["shared-slots"])
     fresh = state is not None and state.fresh(admission.metrics_max_age_seconds, now)
     if tier == "spot":
         return _decide_spot(engine, state if fresh else None, admission, replicas, others_recent)

@@ -183,6 +183,22 @@ def shared_set(engine: str) -> str:
     return f"{{tenantry}}:inflight:engine:{engine}:shared"
 
 
+def tier_set(engine: str, tier: str) -> str:
+    """A capped tier's requests on the engine (EngineSettings.tier_slots)."""
+    return f"{{tenantry}}:inflight:engine:{engine}:tier:{tier}"
+
+
 def others_recent_key(engine: str) -> str:
     """Present while a guaranteed or best-effort request arrived for the engine recently."""
     return f"{{tenantry}}:engine:{engine}:others-recent"
+
+
+def spot_pause_keys(tier: str, engine: str, pause_seconds: float) -> tuple[tuple[str, float] | None, str | None]:
+    """(mark, key to ask): the tiers above spot mark the engine as wanted for `pause_seconds`, spot asks
+    whether it is (no pause: neither). Spot's pause follows the others' demand, refused or not: a guaranteed
+    request turned away is still a sign the engine is not idle."""
+    if not pause_seconds:
+        return None, None
+    if tier == "spot":
+        return None, others_recent_key(engine)
+    return (others_recent_key(engine), pause_seconds), None

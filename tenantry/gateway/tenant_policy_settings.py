@@ -45,6 +45,9 @@ class EngineSettings:
     shared_slots: int
     reserved: dict[str, int]
     """Slots the Plan reserved on the engine, by tenant."""
+    tier_slots: dict[str, int]
+    """Most sequences of a tier at once on the engine, by tier (best-effort, spot); a tier not named is capped
+    only by the unreserved slots."""
     models: tuple[str, ...]
     """The names it serves: its own and its adapters'."""
     metrics_urls: tuple[str, ...]

@@ -41,7 +41,8 @@ def plan_engine(
         weights_fit=budget.weights_fit, notes=notes,
     )
     memory_fits = budget.weights_fit and kv.sequences_at_max_context >= 1
-    slots = plan_engine_slots(engine.replicas, kv, engine_demands, memory_fits=memory_fits, notes=notes)
+    caps = {tier: spec.tiers.policy(tier).max_engine_slots for tier in ("best-effort", "spot")}
+    slots = plan_engine_slots(engine.replicas, kv, engine_demands, caps, memory_fits=memory_fits, notes=notes)
     if not routes and not is_fallback:
         notes.warn(None, "no tenant sends traffic here and it is no fallback target")
     tokens = plan_tokens(engine, arch, gpu, mig, pool.gpu_hour_price_usd, routes, notes)

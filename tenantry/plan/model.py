@@ -105,6 +105,10 @@ class SlotPlan:
     """capacity - reserved_total: best-effort shares these; spot uses them only while idle."""
     best_effort_demand: int
     spot_demand: int
+    best_effort_max: int | None = None
+    """Most best-effort sequences at once on the engine (tiers.best-effort.max_engine_slots); None: up to `shared`."""
+    spot_max: int | None = None
+    """Most spot sequences at once on the engine (tiers.spot.max_engine_slots); None: up to `shared`."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,10 +30,12 @@ def concurrency_share(max_concurrency: int, share: float) -> int:
     return max(1, math.ceil(max_concurrency * share - 1e-9))
 
 
-def plan_slots(capacity: int, demands: list[Demand]) -> SlotPlan:
+def plan_slots(capacity: int, demands: list[Demand], caps: dict[Tier, int | None] | None = None) -> SlotPlan:
     """Guaranteed tenants get their concurrency as reserved slots nobody else
     can take; best-effort shares the remainder; spot only runs in what is
-    idle of that remainder (the gateway sheds it first)."""
+    idle of that remainder (the gateway sheds it first). `caps` bound a tier's
+    sequences on the engine within that remainder (tiers.<tier>.max_engine_slots)."""
+    caps = caps or {}
     reserved = tuple(Reservation(tenant=d.tenant, slots=d.concurrency) for d in demands if d.tier == "guaranteed")
     reserved_total = sum(r.slots for r in reserved)
     return SlotPlan(
@@ -43,18 +45,28 @@ def plan_slots(capacity: int, demands: list[Demand]) -> SlotPlan:
         shared=max(0, capacity - reserved_total),
         best_effort_demand=sum(d.concurrency for d in demands if d.tier == "best-effort"),
         spot_demand=sum(d.concurrency for d in demands if d.tier == "spot"),
+        best_effort_max=caps.get("best-effort"),
+        spot_max=caps.get("spot"),
     )
 
 
 def plan_engine_slots(
-    replicas: int, kv: KvPlan, engine_demands: list[Demand], *, memory_fits: bool, notes: EngineNotes
+    replicas: int, kv: KvPlan, engine_demands: list[Demand], caps: dict[Tier, int | None], *, memory_fits: bool,
+    notes: EngineNotes,
 ) -> SlotPlan:
-    """The engine's slots, refused when guaranteed tenants reserve more than it runs. Slot figures mean
-    nothing for an engine whose weights or one sequence do not fit (`memory_fits` false): the memory
-    refusal already says what to change."""
-    slots = plan_slots(kv.max_num_seqs * replicas, engine_demands)
+    """The engine's slots, refused when guaranteed tenants reserve more than it runs, or a tier's cap is more
+    than the slots it could ever use here. Slot figures mean nothing for an engine whose weights or one
+    sequence do not fit (`memory_fits` false): the memory refusal already says what to change."""
+    slots = plan_slots(kv.max_num_seqs * replicas, engine_demands, caps)
     if not memory_fits:
         return slots
+    for tier, cap in caps.items():
+        if cap is not None and cap > slots.shared and any(d.tier == tier for d in engine_demands):
+            notes.notes.refuse(
+                f"tiers.{tier}.max_engine_slots",
+                f"{cap} is more than the {slots.shared} unreserved slots of {notes.who}, the most {tier} traffic "
+                f"can run there: the cap would never bind; at most {slots.shared}",
+            )
     if slots.reserved_total > slots.capacity:
         owners = ", ".join(f"{r.tenant} {r.slots}" for r in slots.reserved)
         notes.refuse(

@@ -16,6 +16,9 @@ def check_tenants(spec: Spec) -> list[Problem]:
     names = _TenantNames.of(spec)
     own_salts: dict[str, str] = {}
     problems = duplicates([t.name for t in spec.tenants], ("tenants",), "tenant")
+    if spec.tiers.guaranteed.max_engine_slots is not None:
+        problems.append((("tiers", "guaranteed", "max_engine_slots"), "guaranteed tenants run in the slots reserved "
+                         "for them, which no cap may take away; cap best-effort or spot instead"))
     for i, tenant in enumerate(spec.tenants):
         loc: Loc = ("tenants", i)
         problems += _check_allowed(tenant, names, loc)

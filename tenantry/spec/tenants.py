@@ -120,6 +120,11 @@ class TierPolicySpec(SpecModel):
     max_output_tokens: int | None = field(
         None, description="Largest max_tokens accepted from this tier; omit for the engine's limit.", unit="tokens", ge=1, le=10_000_000
     )
+    max_engine_slots: int | None = field(
+        None, description="Most sequences this tier may run at once on one engine, over all its replicas, within "
+        "the engine's unreserved slots; omit for no cap beyond those. Best-effort and spot only: guaranteed tenants "
+        "hold reserved slots.", unit="sequences", ge=0, le=1_000_000
+    )
 
 
 class TiersSpec(SpecModel):

@@ -74,3 +74,8 @@ def key(team: str):  # noqa: ANN201 - LiteLLM's UserAPIKeyAuth
 
 def failsafe(engine: str, tier: str, cause: str) -> float:
     return plugin.FAILSAFE.labels(engine=engine, tier=tier, cause=cause)._value.get()
+
+
+def seen(running, waiting, kv_usage, *, at):  # noqa: ANN001, ANN201
+    """An engine state sampled, and fetched, at `at`."""
+    return engine_metrics.EngineState(running=running, waiting=waiting, kv_usage=kv_usage, sampled_at=at, fetched_at=at)

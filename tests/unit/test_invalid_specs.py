@@ -59,6 +59,8 @@ INVALID: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
      "engines[0].placement.mig_profile", "whole GPUs"),
     ("profile-not-in-pool-layout", _set("engines.1.placement.mig_profile", "1g.10gb"),
      "engines[1].placement.mig_profile", "carves"),
+    ("guaranteed-tier-capped", _set("tiers", {"guaranteed": {"priority": 0, "max_engine_slots": 4}}),
+     "tiers.guaranteed.max_engine_slots", "no cap may take away"),
     ("unknown-pool", _set("engines.0.placement.pool", "wholes"), "engines[0].placement.pool", "did you mean 'whole'"),
     ("tp-not-dividing-heads", _chain(_set("engines.1.model", "qwen2.5-7b"), _set("engines.1.placement", {"pool": "whole", "tensor_parallel": 8}),
                                      _set("engines.1.adapters", [])),
@@ -319,6 +321,8 @@ NOT_FITTING: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
      "engines[1].lora.gpu_memory_fraction", "one adapter slot"),
     ("cpu-cache-too-small", _set("engines.1.lora", {"cpu_cache_gib": 0.001}), "engines[1].lora.cpu_cache_gib",
      "max_cpu_loras >= max_loras"),
+    ("spot-cap-beyond-the-shared-slots", _set("tiers", {"spot": {"priority": 100, "max_engine_slots": 600}}),
+     "tiers.spot.max_engine_slots", "more than the 502 unreserved slots of engine big"),
 ]
 
 

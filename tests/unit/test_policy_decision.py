@@ -15,12 +15,13 @@ IDLE = engine_metrics.EngineState(running=1, waiting=0, kv_usage=0.1, sampled_at
 
 
 def decide(tier="best-effort", *, state=IDLE, tenant_in_flight=0, max_concurrency=4, reserved_slots=0,
-           reserved_in_flight=0, shared_slots=4, shared_in_flight=0, replicas=1, others_recent=False):
+           reserved_in_flight=0, shared_slots=4, shared_in_flight=0, replicas=1, others_recent=False, tier_slots=None,
+           tier_in_flight=0):
     return policy_decision.decide(
         tenant="t", tier=tier, engine="e", max_concurrency=max_concurrency, tenant_in_flight=tenant_in_flight,
         reserved_slots=reserved_slots, reserved_in_flight=reserved_in_flight, shared_slots=shared_slots,
         shared_in_flight=shared_in_flight, state=state, admission=ADMISSION, replicas=replicas, now=NOW,
-        others_recent=others_recent)
+        others_recent=others_recent, tier_slots=tier_slots, tier_in_flight=tier_in_flight)
 
 
 def saturated(waiting=5, kv=0.5):
@@ -110,3 +111,17 @@ def test_only_spot_pauses_while_the_others_are_recent(tier):
 def test_waiting_thresholds_scale_with_replicas():
     assert not decide("spot", state=saturated(waiting=1), replicas=1).admit
     assert decide("spot", state=saturated(waiting=1, kv=0.1), replicas=2).admit
+
+
+@pytest.mark.parametrize("tier", ["best-effort", "spot"])
+def test_a_capped_tier_is_refused_at_its_cap_with_shared_slots_still_free(tier):
+    below = decide(tier, tier_slots=2, tier_in_flight=1, shared_in_flight=1, others_recent=False)
+    assert below.admit and below.slot == "shared"
+    at_cap = decide(tier, tier_slots=2, tier_in_flight=2, shared_in_flight=2)
+    assert (at_cap.admit, at_cap.reason, at_cap.retry_after) == (False, "tier-slots", 2)
+    assert f"{tier} traffic has 2 of the 2 slots" in at_cap.message
+
+
+def test_a_tier_cap_never_touches_guaranteed():
+    decision = decide("guaranteed", reserved_slots=1, reserved_in_flight=1, tier_slots=0, tier_in_flight=5)
+    assert (decision.admit, decision.slot) == (True, "shared")
