@@ -5,6 +5,7 @@ behaviour when an engine's metrics disappear."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
@@ -17,7 +18,8 @@ import httpx
 import pytest
 
 from tenantry.gateway import tenant_policy as tp
-from tests.local.conftest import gateway_metric, stream_text
+from tenantry.stacks import plan_stack
+from tests.local.conftest import SPEC, gateway_metric, stream_text
 
 WORDS = ("tenant gateway engine model adapter budget quota priority cache salt token prompt output latency "
          "throughput request response batch queue slot memory cluster node pool replica spend key team").split()
@@ -246,6 +248,44 @@ def test_a_tenants_concurrency_is_capped_across_both_gateway_replicas(stack):
     assert most_at_once <= 4, spans  # acme's max_concurrency, in total over both replicas
     refused = [r for r in results if r[0] == 429]
     assert refused and all("its limit is 4" in r[3] for r in refused), results
+
+
+def test_spot_runs_at_most_its_tiers_cap_on_the_engine_as_vllm_counts_it(stack):
+    """tests/local/stack.yaml caps spot at 3 sequences per engine; initech (spot) may hold 4 in flight. Three
+    long streams held open over both replicas fill the cap, and the fourth is refused whichever replica gets it,
+    while vLLM itself runs exactly three; once one stream is gone, spot is admitted again."""
+    cap = plan_stack(str(SPEC)).engine("tiny").slots.spot_max
+    assert cap == 3
+    _warm(stack, ("initech", 0), ("initech", 1))
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hold"}], "max_tokens": 1800,
+            "ignore_eos": True, "stream": True}
+    clients = [stack.client("initech", replica=i % 2) for i in range(cap + 1)]
+    try:
+        with contextlib.ExitStack() as held:
+            lines = []  # each stream's reader kept: a reader dropped closes its stream, and the gateway frees its slot
+            for client in clients[:cap]:  # each open until its first token: the engine runs it
+                response = held.enter_context(client.stream("POST", "/v1/chat/completions", json=body))
+                assert response.status_code == 200, response.read()
+                lines.append(response.iter_lines())
+                next(line for line in lines[-1] if '"content"' in line)
+            running = stack.engine_metric("tiny", "vllm:num_requests_running")
+            for replica in (0, 1):
+                with stack.client("initech", replica=replica) as initech:
+                    refused = initech.post("/v1/chat/completions", json={**body, "stream": False, "max_tokens": 4})
+                assert refused.status_code == 429 and refused.headers.get(tp.SHED_HEADER) == "tier-slots", refused.text
+                assert f"spot traffic has {cap} of the {cap} slots" in refused.text
+        assert running == cap  # vLLM's own count: the cap's three, nothing more
+        # The streams are closed: their slots come back as the gateway sees each one end.
+        deadline = time.monotonic() + 60
+        while True:
+            answer = clients[cap].post("/v1/chat/completions", json={**body, "stream": False, "max_tokens": 4})
+            if answer.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert answer.status_code == 200, answer.text
+    finally:
+        for client in clients:
+            client.close()
 
 
 def test_unknown_engine_load_pauses_spot_but_never_guaranteed(stack):
