@@ -1,11 +1,7 @@
-"""The Locust side of the gate: one user class per tenant traffic profile,
-the scenario as a LoadTestShape, and a quitting listener that writes the
-measured requests and the verdict and sets the exit code.
-
-Run by `tenantry gate`, which writes the run's settings to run.json and
-points TENANTRY_GATE_RUN at it; `locust -f tenantry/gate/locustfile.py
---headless` with that variable set works the same way.
-"""
+"""The Locust side of the gate: one user class per tenant traffic profile, the scenario as a LoadTestShape, and
+a quitting listener that writes the measured requests and the verdict and sets the exit code. Run by `tenantry
+gate`, which writes the run's settings to run.json and points TENANTRY_GATE_RUN at it; `locust -f
+tenantry/gate/locustfile.py --headless` with that variable set works the same way."""
 
 from __future__ import annotations
 
@@ -24,6 +20,7 @@ import requests
 from locust import LoadTestShape, User, events, task
 
 from tenantry.gate import profiles
+from tenantry.gate.engine_load import busy_by_stage, sample_engines, write_samples
 from tenantry.gate.records import (VERDICT_JSON, Record, error_message, retry_after_seconds, token_gaps,
                                    write_records)
 from tenantry.gate.fault_checks import served_by
@@ -54,6 +51,7 @@ gateway charges is recorded with its cost (docs/showback.md, "Checked against th
 still running then is cut, unrecorded, and the run's actions say so."""
 
 RECORDS: list[Record] = []
+ENGINE_SAMPLES: list = []  # engine_load.EngineSample, where the target knows the engines' /metrics
 ACTIONS: list[dict] = []
 PENDING_RESTORES: dict[str, str] = {}
 """Restores (RESTORES) of faults done and not yet undone, with their subjects."""
@@ -381,6 +379,8 @@ def watch_for_stalls() -> None:
 def _started(environment, **_kwargs) -> None:
     STARTED["at"] = time.monotonic()
     gevent.spawn(watch_for_stalls)
+    gevent.spawn(sample_engines, RUN.get("engine_metrics") or {}, elapsed,
+                 lambda url: requests.get(url, timeout=2).text, gevent.sleep, ENGINE_SAMPLES)
 
 
 @events.quitting.add_listener
@@ -390,9 +390,11 @@ def _judge(environment, **_kwargs) -> None:
         _run_command(kind, f"{kind} (after the run)", subject)
     OUT.mkdir(parents=True, exist_ok=True)
     write_records(OUT, RECORDS)
+    write_samples(OUT, ENGINE_SAMPLES)
     done = replace(SCENARIO, fault_times={a["kind"]: (a["at"], a.get("done", a["at"])) for a in reversed(ACTIONS)
                                           if "kind" in a})
     result = verdict(RECORDS, PLAN, done)
-    (OUT / VERDICT_JSON).write_text(json.dumps({**result.to_dict(), "actions": ACTIONS,
-                                                "seconds": SCENARIO.seconds}, indent=1), encoding="utf-8")
+    (OUT / VERDICT_JSON).write_text(json.dumps({**result.to_dict(), "actions": ACTIONS, "seconds": SCENARIO.seconds,
+                                                "engines": busy_by_stage(ENGINE_SAMPLES, done)}, indent=1),
+                                    encoding="utf-8")
     environment.process_exit_code = 0 if result.passed else 1

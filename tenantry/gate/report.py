@@ -135,6 +135,31 @@ def _tenant_table(tenants: dict[str, dict]) -> str:
             + "".join(rows) + "</table>")
 
 
+def tier_tokens(stage: dict[str, dict]) -> dict[str, float]:
+    """Output tokens per second each tier was served in a stage (answered requests only)."""
+    served: dict[str, float] = {}
+    for f in stage.values():
+        served[f["tier"]] = served.get(f["tier"], 0.0) + f["output_tokens_per_s"]
+    return served
+
+
+def _isolation_table(v: dict) -> str:
+    """By stage, the tokens each tier was served beside each engine's busy share (tenantry/gate/engine_load.py)."""
+    if not v.get("engines"):
+        return ""
+    engines = sorted({e for stage in v["engines"].values() for e in stage})
+    rows = []
+    for stage, tenants in v["stages"].items():
+        served, load = tier_tokens(tenants), v["engines"].get(stage, {})
+        rows.append(f"<tr><td>{html.escape(stage)}</td>"
+                    + "".join(f"<td>{served.get(t, 0.0):.1f}</td>" for t in ("guaranteed", "best-effort", "spot"))
+                    + "".join(f"<td>{load[e]['busy']:.0%} / {load[e]['running']:.1f}</td>" if e in load
+                              else "<td>—</td>" for e in engines) + "</tr>")
+    return ("<h4>price of isolation</h4><table><tr><th>stage</th><th>guaranteed tok/s</th><th>best-effort tok/s</th>"
+            "<th>spot tok/s</th>" + "".join(f"<th>{html.escape(e)} busy / running</th>" for e in engines) + "</tr>"
+            + "".join(rows) + "</table>")
+
+
 def _run_section(view: RunView, include_js: bool, base: Path) -> str:
     v = view.verdict
     checks = "".join(f"<li class='{'pass' if c['passed'] else 'fail'}'>{c['name']}: "
@@ -148,7 +173,7 @@ def _run_section(view: RunView, include_js: bool, base: Path) -> str:
     links = [os.path.relpath(p, base) for p in sorted(view.directory.glob("*.csv"))]
     csvs = " · ".join(f"<a href='{html.escape(link)}'>{html.escape(link)}</a>" for link in links)
     return (f"<section><h2>{html.escape(view.label)}: {'PASS' if v['passed'] else 'FAIL'}</h2>"
-            f"{_tenant_table(v['tenants'])}<ul>{checks}</ul>{stages}"
+            f"{_tenant_table(v['tenants'])}<ul>{checks}</ul>{stages}{_isolation_table(v)}"
             f"<div class='plots'>{''.join(plots)}</div><p>CSVs: {csvs or '—'}</p></section>")
 
 

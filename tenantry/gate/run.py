@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tenantry.gate.records import RUN_JSON, VERDICT_JSON, WARM_UP_JSONL, Record, read_records, write_jsonl
-from tenantry.gate.report import RunView, ttft_comparison, write_report
+from tenantry.gate.report import RunView, tier_tokens, ttft_comparison, write_report
 from tenantry.gate.scenarios import Scenario
 from tenantry.gate.target import GateError, Target, read_keys
 from tenantry.plan.model import Plan
@@ -126,7 +126,7 @@ def run_locust(prepared: Prepared, target: Target, out: Path, short: bool, tenan
                 "gateways": target.gateways, "keys": str(target.keys_file.resolve()), "out": str(out.resolve()),
                 "fault_commands": target.fault_commands, "label": target.label,
                 "stage_seconds": [stage.seconds for stage in scenario.stages],  # as run, if a caller stretched one
-                "prompt_seed": prompt_seed(scenario)}
+                "prompt_seed": prompt_seed(scenario), "engine_metrics": target.engine_metrics}
     (out / RUN_JSON).write_text(json.dumps(settings, indent=1), encoding="utf-8")
     (out / VERDICT_JSON).unlink(missing_ok=True)
     env = {**os.environ, "TENANTRY_GATE_RUN": str(out / RUN_JSON),
@@ -193,6 +193,8 @@ def print_verdict(view: RunView, console) -> None:
     console.print(table)
     if len(v.get("stages", {})) > 1:
         console.print(stage_table(v["stages"]))
+    if v.get("engines"):
+        console.print(price_of_isolation_table(v))
     for check in v["checks"]:
         mark = "[green]PASS[/]" if check["passed"] else "[red]FAIL[/]"
         console.print(f"  check {check['name']}: {mark} — {check['detail']}", soft_wrap=True, highlight=False)
@@ -217,6 +219,25 @@ def stage_table(stages: dict[str, dict[str, dict]]):
                               "—" if f["ttft_p50"] is None else f"{f['ttft_p50'] * 1000:,.0f}",
                               "—" if f["ttft_p95"] is None else f"{f['ttft_p95'] * 1000:,.0f}",
                               share(f.get("cached_share")))
+    return table
+
+
+def price_of_isolation_table(v: dict):
+    """By stage: the tokens each tier was served beside how busy each engine was (vLLM's own gauges) and the
+    guaranteed tenants' p95 time to first token: what the policy's protection costs the lower tiers."""
+    from rich.table import Table
+
+    engines = sorted({e for stage in v["engines"].values() for e in stage})
+    table = Table(title="price of isolation, by stage", title_justify="left")
+    for column in ("stage", "guaranteed tok/s", "best-effort tok/s", "spot tok/s",
+                   *(f"{e} busy / running" for e in engines), "guaranteed TTFT p95 ms"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    for stage, tenants in v["stages"].items():
+        served, load = tier_tokens(tenants), v["engines"].get(stage, {})
+        p95s = [f["ttft_p95"] for f in tenants.values() if f["tier"] == "guaranteed" and f["ttft_p95"] is not None]
+        table.add_row(stage, *(f"{served.get(tier, 0.0):.1f}" for tier in ("guaranteed", "best-effort", "spot")),
+                      *(f"{load[e]['busy']:.0%} / {load[e]['running']:.1f}" if e in load else "—" for e in engines),
+                      f"{max(p95s) * 1000:,.0f}" if p95s else "—")
     return table
 
 

@@ -47,6 +47,11 @@ class Target(Protocol):
     database_url: str | None
     """LiteLLM's PostgreSQL, where the run's spend is reconciled; None: it is not."""
 
+    @property
+    def engine_metrics(self) -> dict[str, list[str]]:
+        """Each engine's replicas' /metrics, where the gate can reach them; empty when it cannot."""
+        ...
+
     def restore_engines(self, echo: Echo) -> None:
         """Start again any engine a scenario stopped, and wait until it serves."""
 
@@ -72,6 +77,10 @@ class RemoteTarget:
     database_url: str | None = None
     label: str = "gateway"
     slug: str = "gateway"
+
+    @property
+    def engine_metrics(self) -> dict[str, list[str]]:
+        return {}  # the engines are behind the gateway
 
     def restore_engines(self, echo: Echo) -> None:
         return None

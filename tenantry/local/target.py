@@ -35,6 +35,12 @@ class LocalTarget:
     side_gateway: tuple[str, subprocess.Popen] | None = None
     """The side gateway this target started (its process name and process), stopped by close()."""
 
+    @property
+    def engine_metrics(self) -> dict[str, list[str]]:
+        """Each engine's /metrics (one replica each locally), which the gate samples while it runs."""
+        ports = self.layout.ports(self.plan).engines
+        return {name: [f"http://{HOST}:{port}/metrics"] for name, port in ports.items()}
+
     def restore_engines(self, echo: Callable[[str], None]) -> None:
         for engine in self.plan.engines:
             if restart_engine_if_stopped(self.layout, self.plan, engine.name):
