@@ -7,6 +7,7 @@ Side-by-side compares two side gateways). The caller stops each one
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -20,7 +21,10 @@ from tenantry.local.health import LocalStackError, http_ok
 from tenantry.local.layout import HOST, Layout, Ports
 
 
-def start_side_gateway(layout: Layout, ports: Ports, name: str, port: int, plugin: bool) -> subprocess.Popen:
+def start_side_gateway(layout: Layout, ports: Ports, name: str, port: int, plugin: bool,
+                       policy: dict | None = None) -> subprocess.Popen:
+    """A LiteLLM process on `port` with the stack's config, with or without the plugin; `policy` replaces the
+    plugin's settings (the stack's tenant-policy.json, as the Plan rendered it) for this process alone."""
     import yaml
 
     from tenantry.configs.litellm import PLUGIN_FILES, POLICY_CALLBACK
@@ -36,6 +40,9 @@ def start_side_gateway(layout: Layout, ports: Ports, name: str, port: int, plugi
     for plugin_file in PLUGIN_FILES:  # found next to the config
         shutil.copyfile(layout.gateway / plugin_file, directory / plugin_file)
     env = {**os.environ, **credentials.gateway_environment(layout, ports, prisma.install(layout.root / "prisma"))}
+    if policy is not None:
+        (directory / "tenant-policy.json").write_text(json.dumps(policy, indent=1), encoding="utf-8")
+        env["TENANTRY_POLICY_FILE"] = str(directory / "tenant-policy.json")
     log = side_gateway_log(layout, name).open("w")
     return subprocess.Popen([str(services.VENV_BIN / "litellm"), "--config", str(directory / "config.yaml"), "--host",
                              HOST, "--port", str(port), "--num_workers", "1"], env=env, stdout=log,

@@ -84,6 +84,15 @@ def local_target(layout: Layout, plan: Plan, stack_file: Path) -> LocalTarget:
                        _database_url(layout, plan))
 
 
+def side_target(layout: Layout, plan: Plan, name: str, port: int, label: str, slug: str, plugin: bool,
+                policy: dict | None = None) -> LocalTarget:
+    """A side gateway started beside the running stack (its process called `name`), as a target; the caller
+    waits for it (wait_side_gateway) and closes it. `policy` replaces the plugin's settings for it alone."""
+    process = start_side_gateway(layout, layout.ports(plan), name, port, plugin=plugin, policy=policy)
+    return LocalTarget(layout, plan, label, slug, [f"http://{HOST}:{port}"], layout.keys_file, _fault_commands(layout),
+                       _database_url(layout, plan), (name, process))
+
+
 def side_by_side_targets(layout: Layout, plan: Plan, stack_file: Path) -> list[LocalTarget]:
     """Two side gateways beside the running stack, policy first, each healthy
     (docs/decisions.md: Side-by-side compares two side gateways)."""
@@ -95,9 +104,7 @@ def side_by_side_targets(layout: Layout, plan: Plan, stack_file: Path) -> list[L
                 raise LocalStackError(f"port {port} (a gateway of --side-by-side) is in use; free it or use "
                                       "--port-base")
             label, slug, plugin = SIDES[name]
-            process = start_side_gateway(layout, layout.ports(plan), name, port, plugin=plugin)
-            targets.append(LocalTarget(layout, plan, label, slug, [f"http://{HOST}:{port}"], layout.keys_file,
-                                       _fault_commands(layout), _database_url(layout, plan), (name, process)))
+            targets.append(side_target(layout, plan, name, port, label, slug, plugin))
         for target in targets:
             wait_side_gateway(layout, target.side_gateway[0], target.gateways[0], target.side_gateway[1])
     except BaseException:  # a gateway started before the failure is ours to stop

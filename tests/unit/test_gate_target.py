@@ -26,6 +26,7 @@ class FakeTarget:
     keys_file: Path = Path("keys.json")
     fault_commands: dict = field(default_factory=dict)
     database_url: str | None = None
+    engine_metrics: dict = field(default_factory=dict)
     lost_reason: str | None = None
     calls: list[str] = field(default_factory=list)
 
