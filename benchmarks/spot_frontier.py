@@ -82,12 +82,12 @@ def main() -> None:
     figures: dict[str, list[tuple[float | None, float, float | None]]] = {s: [] for s in settings}
     try:
         for i, setting in enumerate(settings):
-            targets[setting] = side_target(layout, prepared.plan, f"gateway-{setting}", layout.port_base + 90 + i,
-                                           setting, setting, plugin=setting != "fcfs",
-                                           policy=policy_for(setting, rendered))
-        for target in targets.values():
-            side_gateways.wait_side_gateway(layout, target.side_gateway[0], target.gateways[0],
-                                            target.side_gateway[1])
+            # One at a time: several LiteLLMs starting at once on two cores outlast the start-up wait. Ports from
+            # +70: clear of the stack's own (gateways +0..+9, engines from +10, the alert receiver at +93).
+            target = targets[setting] = side_target(layout, prepared.plan, f"gateway-{setting}",
+                                                    layout.port_base + 70 + i, setting, setting,
+                                                    plugin=setting != "fcfs", policy=policy_for(setting, rendered))
+            side_gateways.wait_side_gateway(layout, target.side_gateway[0], target.gateways[0], target.side_gateway[1])
         for round_number in range(args.rounds):
             order = settings if round_number % 2 == 0 else list(reversed(settings))
             for setting in order:

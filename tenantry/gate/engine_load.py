@@ -24,6 +24,9 @@ class EngineSample:
     """vllm:num_requests_running over the engine's replicas."""
     waiting: float
     """vllm:num_requests_waiting over the engine's replicas."""
+    answered: bool = True
+    """False when a replica's /metrics did not answer within the timeout: a saturated engine's API server
+    answers late, so the answered samples lean towards idle moments, and their share says how far."""
 
 
 def gauge(text: str, name: str, engine: str) -> float:
@@ -35,12 +38,13 @@ def gauge(text: str, name: str, engine: str) -> float:
 def sample_engines(urls: dict[str, list[str]], elapsed: Callable[[], float], fetch: Callable[[str], str],
                    sleep: Callable[[float], None], into: list[EngineSample]) -> None:
     """Forever (a greenlet the run kills): each engine's gauges over its replicas. An engine any of whose
-    replicas did not answer gets no sample that second (a stopped engine is not an idle one)."""
+    replicas did not answer gets an unanswered sample that second (neither idle nor busy)."""
     while True:
         for engine, replicas in urls.items():
             try:
                 pages = [fetch(url) for url in replicas]
-            except Exception:  # noqa: BLE001 - an engine down or slow to answer: no sample, never the run's end
+            except Exception:  # noqa: BLE001 - an engine down or slow to answer: counted, never the run's end
+                into.append(EngineSample(engine, elapsed(), 0.0, 0.0, answered=False))
                 continue
             running = sum(gauge(page, "vllm:num_requests_running", engine) for page in pages)
             into.append(EngineSample(engine, elapsed(), running,
@@ -49,17 +53,22 @@ def sample_engines(urls: dict[str, list[str]], elapsed: Callable[[], float], fet
 
 
 def busy_by_stage(samples: list[EngineSample], scenario: Scenario) -> dict[str, dict[str, dict[str, float]]]:
-    """Per stage and engine: `busy`, the share of samples with a request running; `running` and `waiting`, their
-    means; `samples`, how many there were."""
+    """Per stage and engine, of the samples the engine answered: `busy`, the share with a request running;
+    `running` and `waiting`, their means; and `answered`, the share of all its samples that were answered
+    (`samples`: how many were taken)."""
     result: dict[str, dict[str, dict[str, float]]] = {}
     start = 0.0
     for stage in scenario.stages:
         inside = [s for s in samples if start <= s.at < start + stage.seconds]
-        result[stage.name] = {
-            engine: {"busy": sum(s.running > 0 for s in mine) / len(mine), "running": sum(s.running for s in mine)
-                     / len(mine), "waiting": sum(s.waiting for s in mine) / len(mine), "samples": len(mine)}
-            for engine in sorted({s.engine for s in inside}) if (mine := [s for s in inside if s.engine == engine])
-        }
+        result[stage.name] = {}
+        for engine in sorted({s.engine for s in inside}):
+            mine = [s for s in inside if s.engine == engine]
+            answered = [s for s in mine if s.answered] or [EngineSample(engine, 0.0, 0.0, 0.0)]
+            result[stage.name][engine] = {
+                "busy": sum(s.running > 0 for s in answered) / len(answered),
+                "running": sum(s.running for s in answered) / len(answered),
+                "waiting": sum(s.waiting for s in answered) / len(answered),
+                "answered": sum(s.answered for s in mine) / len(mine), "samples": len(mine)}
         start += stage.seconds
     return result
 

@@ -153,11 +153,12 @@ def _isolation_table(v: dict) -> str:
         served, load = tier_tokens(tenants), v["engines"].get(stage, {})
         rows.append(f"<tr><td>{html.escape(stage)}</td>"
                     + "".join(f"<td>{served.get(t, 0.0):.1f}</td>" for t in ("guaranteed", "best-effort", "spot"))
-                    + "".join(f"<td>{load[e]['busy']:.0%} / {load[e]['running']:.1f}</td>" if e in load
+                    + "".join(f"<td>{load[e]['busy']:.0%} / {load[e]['running']:.1f} "
+                              f"({load[e].get('answered', 1.0):.0%})</td>" if e in load
                               else "<td>—</td>" for e in engines) + "</tr>")
     return ("<h4>price of isolation</h4><table><tr><th>stage</th><th>guaranteed tok/s</th><th>best-effort tok/s</th>"
-            "<th>spot tok/s</th>" + "".join(f"<th>{html.escape(e)} busy / running</th>" for e in engines) + "</tr>"
-            + "".join(rows) + "</table>")
+            "<th>spot tok/s</th>" + "".join(f"<th>{html.escape(e)} busy / running (answered)</th>" for e in engines)
+            + "</tr>" + "".join(rows) + "</table>")
 
 
 def _run_section(view: RunView, include_js: bool, base: Path) -> str:

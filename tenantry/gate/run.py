@@ -230,15 +230,19 @@ def price_of_isolation_table(v: dict):
     engines = sorted({e for stage in v["engines"].values() for e in stage})
     table = Table(title="price of isolation, by stage", title_justify="left")
     for column in ("stage", "guaranteed tok/s", "best-effort tok/s", "spot tok/s",
-                   *(f"{e} busy / running" for e in engines), "guaranteed TTFT p95 ms"):
+                   *(f"{e} busy / running (answered)" for e in engines), "guaranteed TTFT p95 ms"):
         table.add_column(column, justify="left" if column == "stage" else "right")
     for stage, tenants in v["stages"].items():
         served, load = tier_tokens(tenants), v["engines"].get(stage, {})
         p95s = [f["ttft_p95"] for f in tenants.values() if f["tier"] == "guaranteed" and f["ttft_p95"] is not None]
         table.add_row(stage, *(f"{served.get(tier, 0.0):.1f}" for tier in ("guaranteed", "best-effort", "spot")),
-                      *(f"{load[e]['busy']:.0%} / {load[e]['running']:.1f}" if e in load else "—" for e in engines),
+                      *(_load(load[e]) if e in load else "—" for e in engines),
                       f"{max(p95s) * 1000:,.0f}" if p95s else "—")
     return table
+
+
+def _load(load: dict[str, float]) -> str:
+    return f"{load['busy']:.0%} / {load['running']:.1f} ({load.get('answered', 1.0):.0%})"
 
 
 def print_comparison(on: RunView, off: RunView, console) -> None:

@@ -52,17 +52,20 @@ def test_the_sampler_sums_replicas_and_skips_an_engine_that_does_not_answer():
     with pytest.raises(_Stop):
         sample_engines({"tiny": ["http://a/metrics", "http://b/metrics"], "micro": ["http://gone/metrics"]},
                        lambda: 1.5, fetch, sleep, samples)
-    assert samples == [EngineSample("tiny", 1.5, 6.0, 4.0)] * 2  # two rounds; micro never answered
+    unanswered = EngineSample("micro", 1.5, 0.0, 0.0, answered=False)
+    assert samples == [EngineSample("tiny", 1.5, 6.0, 4.0), unanswered] * 2  # two rounds; micro never answered
 
 
 def test_busy_share_by_stage_and_the_tokens_each_tier_was_served():
     plan = plan_stack(ROOT / "stacks" / "local.yaml")
     noisy = scenario("noisy-neighbour", plan, short=True)  # alone 30 s, flood 60 s
     samples = [EngineSample("tiny", t, 1.0 if t < 15 else 0.0, 0.0) for t in range(30)]
-    samples += [EngineSample("tiny", 30 + t, 4.0, 2.0) for t in range(60)]
+    samples += [EngineSample("tiny", 30 + t, 4.0, 2.0, answered=t % 4 != 0) for t in range(60)]
     busy = busy_by_stage(samples, noisy)
-    assert busy["alone"]["tiny"] == {"busy": 0.5, "running": 0.5, "waiting": 0.0, "samples": 30}
-    assert busy["flood"]["tiny"]["busy"] == 1.0 and busy["flood"]["tiny"]["waiting"] == 2.0
+    assert busy["alone"]["tiny"] == {"busy": 0.5, "running": 0.5, "waiting": 0.0, "answered": 1.0, "samples": 30}
+    # Unanswered samples count in `answered` only, never as idle.
+    assert busy["flood"]["tiny"]["busy"] == 1.0 and busy["flood"]["tiny"]["running"] == 4.0
+    assert busy["flood"]["tiny"]["answered"] == 0.75
     stage = {"acme": {"tier": "guaranteed", "output_tokens_per_s": 3.0, "ttft_p95": 0.4},
              "globex": {"tier": "best-effort", "output_tokens_per_s": 1.0, "ttft_p95": None},
              "initech": {"tier": "spot", "output_tokens_per_s": 2.5, "ttft_p95": 3.0}}
@@ -70,4 +73,4 @@ def test_busy_share_by_stage_and_the_tokens_each_tier_was_served():
     console = Console(width=200, record=True)
     console.print(price_of_isolation_table({"stages": {"alone": stage, "flood": stage}, "engines": busy}))
     text = console.export_text()
-    assert "50% / 0.5" in text and "100% / 4.0" in text and "400" in text
+    assert "50% / 0.5 (100%)" in text and "100% / 4.0 (75%)" in text and "400" in text
