@@ -21,6 +21,7 @@ the output tokens per second spot was served, and engine tiny's busy share.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -94,8 +95,8 @@ def main() -> None:
                 out = layout.root / "frontier" / f"round-{round_number + 1}" / setting
                 # run_targets closes what it ran: hand it a copy that leaves the side gateway running.
                 target = targets[setting]
-                results, lost = run_targets(prepared, [LocalTarget(**{**vars(target), "side_gateway": None})], out,
-                                            True, None, console.print)
+                results, lost = run_targets(prepared, [dataclasses.replace(target, side_gateway=None)], out, True,
+                                            None, console.print)
                 if lost or side_gateways.side_gateway_lost(layout, *target.side_gateway):
                     console.print(f"[red]{setting}: its gateway was lost; the round's figures for it are left out[/]")
                     continue

@@ -34,7 +34,8 @@ class RunView:
     """verdict.json as written by the quitting listener."""
 
 
-def _ms(value: float | None) -> str:
+def ms(value: float | None) -> str:
+    """Seconds as whole milliseconds, or a dash."""
     return "—" if value is None else f"{value * 1000:,.0f}"
 
 
@@ -123,9 +124,9 @@ def _tenant_table(tenants: dict[str, dict]) -> str:
             f"<tr class='{verdict.split()[0].lower()}'><td>{html.escape(f.tenant)}</td><td>{f.tier}</td>"
             f"<td>{f.requests}</td><td>{f.succeeded}</td><td>{f.quota_429}</td><td>{f.shed_429}</td>"
             f"<td>{f.error_rate:.1%} / {f.slo_max_error_rate:.1%}</td>"
-            f"<td>{_ms(f.ttft_p50)}</td><td>{_ms(f.ttft_p95)} / {_ms(f.slo_ttft_p95)}</td>"
+            f"<td>{ms(f.ttft_p50)}</td><td>{ms(f.ttft_p95)} / {ms(f.slo_ttft_p95)}</td>"
             f"<td>{'—' if f.cached_share is None else f'{f.cached_share:.0%}'}</td>"
-            f"<td>{_ms(f.itl_p95)} / {_ms(f.slo_itl_p95)}</td><td>{_ms(f.e2e_p95)}</td>"
+            f"<td>{ms(f.itl_p95)} / {ms(f.slo_itl_p95)}</td><td>{ms(f.e2e_p95)}</td>"
             f"<td>{f.output_tokens_per_s:.1f}</td><td>{f.goodput:.2f}</td><td>{verdict}</td>"
             f"<td>{html.escape('; '.join(f.reasons))}</td></tr>")
     return ("<table><tr><th>tenant</th><th>tier</th><th>sent</th><th>ok</th><th>quota 429</th><th>shed 429</th>"
@@ -143,6 +144,13 @@ def tier_tokens(stage: dict[str, dict]) -> dict[str, float]:
     return served
 
 
+def load_cell(load: dict[str, float] | None) -> str:
+    """An engine's stage in engine_load.busy_by_stage: busy share / mean running (share of samples answered)."""
+    if load is None:
+        return "—"
+    return f"{load['busy']:.0%} / {load['running']:.1f} ({load.get('answered', 1.0):.0%})"
+
+
 def _isolation_table(v: dict) -> str:
     """By stage, the tokens each tier was served beside each engine's busy share (tenantry/gate/engine_load.py)."""
     if not v.get("engines"):
@@ -153,9 +161,7 @@ def _isolation_table(v: dict) -> str:
         served, load = tier_tokens(tenants), v["engines"].get(stage, {})
         rows.append(f"<tr><td>{html.escape(stage)}</td>"
                     + "".join(f"<td>{served.get(t, 0.0):.1f}</td>" for t in ("guaranteed", "best-effort", "spot"))
-                    + "".join(f"<td>{load[e]['busy']:.0%} / {load[e]['running']:.1f} "
-                              f"({load[e].get('answered', 1.0):.0%})</td>" if e in load
-                              else "<td>—</td>" for e in engines) + "</tr>")
+                    + "".join(f"<td>{load_cell(load.get(e))}</td>" for e in engines) + "</tr>")
     return ("<h4>price of isolation</h4><table><tr><th>stage</th><th>guaranteed tok/s</th><th>best-effort tok/s</th>"
             "<th>spot tok/s</th>" + "".join(f"<th>{html.escape(e)} busy / running (answered)</th>" for e in engines)
             + "</tr>" + "".join(rows) + "</table>")
@@ -197,7 +203,7 @@ def _comparison(views: list[RunView]) -> str:
     for stage, name, tier, a, b in ttft_comparison(on.verdict, off.verdict):
         ratio = f"{a / b:.2f}x" if a and b else "—"
         rows.append(f"<tr><td>{html.escape(stage)}</td><td>{html.escape(name)}</td><td>{tier}</td>"
-                    f"<td>{_ms(a)}</td><td>{_ms(b)}</td><td>{ratio}</td></tr>")
+                    f"<td>{ms(a)}</td><td>{ms(b)}</td><td>{ratio}</td></tr>")
     return ("<section><h2>What tenantry's policy changes</h2><table><tr><th>stage</th><th>tenant</th><th>tier</th>"
             f"<th>TTFT p95 ms, {html.escape(on.label)}</th><th>TTFT p95 ms, {html.escape(off.label)}</th>"
             "<th>ratio</th></tr>" + "".join(rows) + "</table></section>")

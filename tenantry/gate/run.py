@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tenantry.gate.records import RUN_JSON, VERDICT_JSON, WARM_UP_JSONL, Record, read_records, write_jsonl
-from tenantry.gate.report import RunView, tier_tokens, ttft_comparison, write_report
+from tenantry.gate.report import RunView, load_cell, ms, tier_tokens, ttft_comparison, write_report
 from tenantry.gate.scenarios import Scenario
 from tenantry.gate.target import GateError, Target, read_keys
 from tenantry.plan.model import Plan
@@ -179,9 +179,6 @@ def print_verdict(view: RunView, console) -> None:
                    "prompt cached", "ITL p95 ms / SLO", "goodput req/s", "verdict"):
         table.add_column(column, justify="left" if column in ("tenant", "tier", "verdict") else "right")
 
-    def ms(value):
-        return "—" if value is None else f"{value * 1000:,.0f}"
-
     for f in v["tenants"].values():
         verdict = "not judged" if f["passed"] is None else ("[green]PASS[/]" if f["passed"] else "[red]FAIL[/]")
         if f["reasons"]:
@@ -216,9 +213,7 @@ def stage_table(stages: dict[str, dict[str, dict]]):
         for f in tenants.values():
             if f["requests"]:
                 table.add_row(stage, f["tenant"], str(f["requests"]), str(f["succeeded"]),
-                              "—" if f["ttft_p50"] is None else f"{f['ttft_p50'] * 1000:,.0f}",
-                              "—" if f["ttft_p95"] is None else f"{f['ttft_p95'] * 1000:,.0f}",
-                              share(f.get("cached_share")))
+                              ms(f["ttft_p50"]), ms(f["ttft_p95"]), share(f.get("cached_share")))
     return table
 
 
@@ -236,13 +231,8 @@ def price_of_isolation_table(v: dict):
         served, load = tier_tokens(tenants), v["engines"].get(stage, {})
         p95s = [f["ttft_p95"] for f in tenants.values() if f["tier"] == "guaranteed" and f["ttft_p95"] is not None]
         table.add_row(stage, *(f"{served.get(tier, 0.0):.1f}" for tier in ("guaranteed", "best-effort", "spot")),
-                      *(_load(load[e]) if e in load else "—" for e in engines),
-                      f"{max(p95s) * 1000:,.0f}" if p95s else "—")
+                      *(load_cell(load.get(e)) for e in engines), ms(max(p95s) if p95s else None))
     return table
-
-
-def _load(load: dict[str, float]) -> str:
-    return f"{load['busy']:.0%} / {load['running']:.1f} ({load.get('answered', 1.0):.0%})"
 
 
 def print_comparison(on: RunView, off: RunView, console) -> None:
