@@ -10,15 +10,20 @@ Each stack has a directory and ports of its own, so a developer's own stack keep
 
 from __future__ import annotations
 
+import json
 import os
+import warnings
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from tenantry.local import stack as local
 from tenantry.local.health import LocalStackError
-from tenantry.local.layout import DEFAULT_DIR, Layout
+from tenantry.local.layout import DEFAULT_DIR, Layout, engine_process, gateway_process
 from tenantry.local.stack import UpResult
+from tenantry.local.supervisor import crashes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,3 +94,42 @@ def down_any_left() -> None:
     for name, future in list(_starting.items()):
         future.exception()  # wait for a start under way
         down(next(s for s in STACKS if s.name == name))
+
+
+Run = TypeVar("Run")
+
+
+def gate_run_again_if_a_process_crashed(stack: LiveStack, run: Callable[[int], tuple[Run, str, Path]]) -> Run:
+    """`run(attempt)` runs `tenantry gate` once and gives (its result, its output, its --out folder). A
+    run during which a process of the stack, or a side gateway of --side-by-side (the gate says so),
+    died of a signal the scenario did not send is run once more, and the crash reported as a warning:
+    the gate rightly fails a run that loses its gateway, and LiteLLM's own rare crashes are not what
+    the gate's tests are about (docs/decisions.md: Gate tests run a scenario again when a stack
+    process crashed)."""
+    layout = stack.layout()
+    for attempt in (1, 2):
+        before = crashes(layout)
+        result, output, out = run(attempt)
+        died = [line for line in crashes(layout)[len(before):] if not _killed_by_the_run(line, out)]
+        died += [line for line in output.splitlines() if " died of signal " in line]
+        if not died or attempt == 2:
+            return result
+        warnings.warn(f"a gate run on the {stack.name} stack ran while a process crashed; running it again: {died}",
+                      stacklevel=2)
+        # The crashed process may not be back (supervisord gives up on one that dies again while
+        # starting): `up` starts whatever is not running and waits until the stack serves.
+        local.up(str(stack.spec), layout, progress=lambda _: None, log_requests=stack.log_requests)
+    raise AssertionError("unreachable")
+
+
+def _killed_by_the_run(crash: str, out: Path) -> bool:
+    """A SIGKILL supervisord logged for a program the scenario killed on purpose (kill-engine,
+    kill-gateway in the run's actions): the fault under test, not a crash."""
+    programs = {"kill-engine": engine_process, "kill-gateway": lambda replica: gateway_process(int(replica))}
+    for verdict in out.rglob("verdict.json"):
+        for action in json.loads(verdict.read_text())["actions"]:
+            if action.get("kind") in programs:
+                program = programs[action["kind"]](action["action"].split()[-1])
+                if f"{program} (terminated by SIGKILL" in crash:
+                    return True
+    return False

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shlex
-import subprocess
 import time
 from dataclasses import replace
 from itertools import count
@@ -26,6 +24,7 @@ from tenantry.gate.records import (VERDICT_JSON, Record, error_message, retry_af
 from tenantry.gate.fault_checks import served_by
 from tenantry.gate.scenarios import MID_STREAM_WAIT_SECONDS, Fault, Scenario, Stage, with_stage_seconds
 from tenantry.gate.scenarios import scenario as build_scenario
+from tenantry.gate.target import run_fault_command
 from tenantry.gate.verdict import SHED_HEADER, verdict
 from tenantry.plan.model import Plan, TrafficPlan
 from tenantry.showback import ModelPrice, model_prices
@@ -329,9 +328,7 @@ def _run_command(kind: str, action: str, subject: str) -> None:
     command = RUN.get("fault_commands", {}).get(kind)
     entry = {"at": elapsed(), "action": action, "kind": kind, "result": f"no command given (--fault {kind}=COMMAND)"}
     if command:
-        argv = shlex.split(command.format(engine=subject, replica=subject, tenant=subject))
-        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
-        entry["result"] = f"exit {done.returncode} {(done.stdout + done.stderr).strip()[:200]}"
+        entry["result"] = run_fault_command(command, subject)
         entry["done"] = elapsed()  # a command takes a moment (supervisorctl about 1 s): the fault is done by now
     ACTIONS.append(entry)
 

@@ -18,6 +18,8 @@ command for a fault cannot run the scenarios that need it.
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,3 +108,18 @@ def remote_target(gateway: str, keys: Path, plan: Plan, fault_commands: dict[str
     if not gateway.startswith(("http://", "https://")):
         raise GateError(f"--gateway {gateway}: give a URL such as https://gateway.example.com")
     return RemoteTarget([gateway.rstrip("/")], keys, dict(fault_commands or {}), database_url)
+
+
+FAULT_COMMAND_SECONDS = 300
+"""A fault's command may take long: the local stack's budget command waits up to 240 s for a gateway
+replica that is restarting (tenantry.local.budget.REPLICA_BACK_SECONDS)."""
+
+
+def run_fault_command(command: str, subject: str) -> str:
+    """Run a fault's (or restore's) command for its subject; what it did, as the run's actions record it."""
+    argv = shlex.split(command.format(engine=subject, replica=subject, tenant=subject))
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=FAULT_COMMAND_SECONDS)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {FAULT_COMMAND_SECONDS} s"
+    return f"exit {done.returncode} {(done.stdout + done.stderr).strip()[:200]}"

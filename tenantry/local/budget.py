@@ -25,6 +25,12 @@ from tenantry.stacks import plan_stack
 ALLOWANCE_REQUESTS = 4
 """The cap leaves the tenant this many of its typical requests (its most expensive model) to spend."""
 
+REPLICA_BACK_SECONDS = 240
+"""How long a replica that does not answer is waited for: supervisord restarts a crashed one, and it
+takes one to two minutes to load under the gate's load. Skipping it would not do: as it starts it may
+read and cache the team before another replica has written the change (the restore in CI found
+gateway-0 down: it changed nothing, and left the tenant capped for the tests after it)."""
+
 
 @dataclass(frozen=True)
 class BudgetChange:
@@ -67,6 +73,8 @@ def change_budget(layout: Layout, tenant: str, restore: bool) -> BudgetChange:
 
 
 def _set_budget(plan: Plan, tenant: str, gateways: list[LiteLLM], restore: bool) -> BudgetChange:
+    for gateway in gateways:
+        gateway.wait_until_ready(REPLICA_BACK_SECONDS)
     team = next((t for t in gateways[0].teams() if t.get("team_alias") == tenant), None)
     if team is None:
         raise LocalStackError(f"the gateway has no team {tenant}: is the stack up (`tenantry local status`)?")

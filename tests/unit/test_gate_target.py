@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tenantry.gate import run as gate_run
-from tenantry.gate.target import GateError, remote_target
+from tenantry.gate.target import GateError, remote_target, run_fault_command
 from tenantry.stacks import plan_stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,3 +93,8 @@ def test_a_remote_target_needs_a_url_and_a_key_for_every_tenant(tmp_path):
                            {"stop-engine": "kubectl scale --replicas=0 deploy/{engine}"})
     assert target.gateways == ["https://gw.example.com"] and target.fault_commands["stop-engine"].endswith("{engine}")
     assert target.lost() is None
+
+
+def test_a_fault_command_gets_its_subject_and_its_result_is_recorded_with_the_exit_code():
+    assert run_fault_command("sh -c 'echo stopping {engine}; exit 3'", "tiny") == "exit 3 stopping tiny"
+    assert run_fault_command("echo {tenant} {replica}", "globex") == "exit 0 globex globex"
