@@ -14,7 +14,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyPack, StackValidationArgs, StackValidationPolicy
 
-from tenantry.manifests import bucket_policies, cluster_policies, crd_policies, engine_policies
+from tenantry.manifests import bucket_policies, cluster_policies, crd_policies, engine_policies, isolation_policies
 from tenantry.manifests import policies as rules
 from tenantry.manifests.resources import Resource, from_policy_props
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
@@ -82,5 +82,9 @@ PolicyPack(
         _stack_rule("autoscalers-have-metrics-api", "Autoscalers on CPU or memory wait for the metrics-server "
                     "release, or the cluster serves metrics.k8s.io itself.",
                     _against_the_plan(cluster_policies.autoscalers_have_a_metrics_api)),
+        _stack_rule("tenants-isolated-as-promised", "Each tenant's isolation level holds in what is applied: the "
+                    "gateway lets no other tenant reach its dedicated engines, which carry its label, request MIG "
+                    "slices where promised, and run on its own nodes where promised.",
+                    _against_the_plan(isolation_policies.tenants_get_the_isolation_they_were_promised)),
     ],
 )

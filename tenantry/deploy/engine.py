@@ -35,6 +35,7 @@ from tenantry.deploy.model_cache import (
     populate,
 )
 from tenantry.plan.model import EnginePlan
+from tenantry.configs.node_registration import DEDICATED_LABEL
 from tenantry.configs.vllm import PORT, VLLM_SERVE, vllm_args
 
 ENGINE_PRIORITY_CLASS = "tenantry-engine"
@@ -69,19 +70,25 @@ def engine_selector(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "vllm", ENGINE_LABEL: name}
 
 
+def engine_node_selector(e: EnginePlan) -> dict[str, str]:
+    """The pool's nodes; on a pool dedicated to the engine's tenant, the nodes labelled for it as well."""
+    return {POOL_LABEL: e.pool, **({DEDICATED_LABEL: e.dedicated_to} if e.dedicated_nodes and e.dedicated_to else {})}
+
+
 class Engine(pulumi.ComponentResource):
     def __init__(self, name: str, args: EngineArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tenantry:engine:Engine", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         e, ns = args.engine, args.namespace
         selector = engine_selector(e.name)
-        pod_labels = {**labels("engine"), **selector, POOL_LABEL: e.pool}
+        pod_labels = {**labels("engine"), **selector, POOL_LABEL: e.pool,
+                      **({DEDICATED_LABEL: e.dedicated_to} if e.dedicated_to else {})}
         caches = engine_caches(e)
         cache_args = CacheArgs(
             namespace=ns, fetch_image=args.fetch_image, hub_image=args.image, access_mode=args.cache_access_mode,
             storage_class=args.cache_storage_class, deadline_seconds=e.pod.populate_seconds, hub_token=args.hub_token,
             bucket_access=args.bucket_access, bucket_account=args.bucket_account,
-            node_selector={POOL_LABEL: e.pool}, tolerations=_tolerations(e),
+            node_selector=engine_node_selector(e), tolerations=_tolerations(e),
         )
         jobs = [populate(f"{name}-{c.role}", c, cache_args, self) for c in caches]
         # Replicas start only once every claim they mount is filled: pulumi-kubernetes waits for a Job to complete.
@@ -120,7 +127,7 @@ def _deployment_spec(
             "spec": {
                 "priorityClassName": ENGINE_PRIORITY_CLASS,
                 "automountServiceAccountToken": False,
-                "nodeSelector": {POOL_LABEL: e.pool},
+                "nodeSelector": engine_node_selector(e),
                 "tolerations": _tolerations(e),
                 "affinity": spread_across_nodes(selector),
                 "securityContext": pod_security(VLLM_USER),

@@ -16,6 +16,7 @@ from collections import defaultdict
 from tenantry.catalog.gpus import gpu_resources
 from tenantry.plan.cluster import plan_cluster
 from tenantry.plan.engines import plan_engine
+from tenantry.plan.isolation import plan_isolation
 from tenantry.plan.model import CloudIdentityPlan, EnginePlan, FallbackPlan, GatewayPlan, Plan, PlatformPlan
 from tenantry.plan.notes import Notes
 from tenantry.plan.placement import plan_pool
@@ -39,6 +40,7 @@ def plan(spec: Spec, stack: str) -> Plan:
         for i, engine in enumerate(spec.engines)
     )
     pools = tuple(plan_pool(i, pool, engines, notes) for i, pool in enumerate(spec.cluster.node_pools))
+    engines, pools = plan_isolation(spec, engines, pools, notes)
     cluster = plan_cluster(spec, notes)
     platform = _plan_platform(spec)
     refuse_cache_claims_across_nodes(platform.model_cache_access_mode, engines, pools, notes)

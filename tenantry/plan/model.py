@@ -15,7 +15,8 @@ from tenantry.catalog.throughput import SizeClass
 from tenantry.findings import Finding
 from tenantry.spec.fields import BucketScheme, CloudIdentityProvider, ModelCacheAccessMode
 from tenantry.spec.schema import ClusterEnvironment, GpuSoftwareSource, MetricsApiSource
-from tenantry.spec.schema import CacheIsolationMode, KvCacheDtype, LoraModule, Tier, TrafficProfile, WeightDtype
+from tenantry.spec.schema import CacheIsolationMode, IsolationLevel, KvCacheDtype, LoraModule, Tier, TrafficProfile
+from tenantry.spec.schema import WeightDtype
 
 PlacementKind = Literal["gpus", "mig", "cpu"]
 """Whole GPUs (tensor_parallel of them), one MIG slice, or the local stack's CPU."""
@@ -48,6 +49,8 @@ class PoolPlan:
     """Value of the tenantry.io/pool node label (and taint) engines select."""
     node_names: tuple[str, ...] | None
     """Nodes tenantry labels and taints; None when they come prepared."""
+    dedicated_to: str | None = None
+    """The tenant whose engines alone run here (isolation dedicated-node), on its nodes' tenantry.io/dedicated-to."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,6 +210,9 @@ class EnginePlan:
     pod: PodPlan
     tenants: tuple[str, ...]
     """Tenants with traffic on this engine (directly or through its adapters)."""
+    dedicated_to: str | None = None  # the one tenant it serves (isolation mig or dedicated-*); None: shared
+    dedicated_nodes: bool = False
+    """Its pool runs only dedicated_to's engines (isolation dedicated-node): its pods select that tenant's nodes."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,6 +246,7 @@ class TenantPlan:
     """Shares of the budget at which TenantBudgetSpent fires: info, warning, critical in that order."""
     cache_isolation: CacheIsolationMode
     cache_salt: str | None
+    isolation: IsolationLevel  # what its requests share, checked in tenantry/plan/isolation.py
     ttft_p95_ms: float
     itl_p95_ms: float
     max_error_rate: float

@@ -40,6 +40,7 @@ def plan_tenant(
         budget_alert_at=tuple(tenant.budget.alert_at),
         cache_isolation=tenant.cache.isolation,
         cache_salt=cache_salt(tenant),
+        isolation=tenant.isolation,
         ttft_p95_ms=tenant.slo.ttft_p95_ms,
         itl_p95_ms=tenant.slo.itl_p95_ms,
         max_error_rate=tenant.slo.max_error_rate,

@@ -15,6 +15,7 @@ KvCacheDtype = Literal["auto", "fp8"]
 LoraModule = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 TrafficProfile = Literal["chat", "rag", "batch"]
 CacheIsolationMode = Literal["own", "shared", "none"]
+IsolationLevel = Literal["shared", "adapter", "mig", "dedicated-replica", "dedicated-node"]
 CloudIdentityProvider = Literal["aws", "gcp", "static"]
 BucketScheme = Literal["s3", "gs"]
 BUCKET_SCHEMES: tuple[BucketScheme, ...] = get_args(BucketScheme)

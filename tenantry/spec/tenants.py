@@ -8,6 +8,7 @@ from tenantry.spec.fields import (
     WINDOW_PATTERN,
     CacheIsolationMode,
     CacheSalt,
+    IsolationLevel,
     Name,
     SpecModel,
     Tier,
@@ -102,6 +103,13 @@ class TenantSpec(SpecModel):
     max_concurrency: int = field(description="Requests in flight at once.", unit="requests", ge=1, le=1_000_000)
     budget: BudgetSpec = field(description="Spend limit and its window.")
     cache: CacheIsolationSpec = field(default_factory=CacheIsolationSpec, description="Prefix-cache isolation.")
+    isolation: IsolationLevel = field(
+        "shared", description="What the tenant's requests share, checked by the Plan against the engines and pools "
+        "and enforced by the rendered objects: shared (co-batched with others, its own cache salt), adapter (only "
+        "its own adapters on a shared base, never the base model itself), mig (only engines on MIG slices that no "
+        "other tenant's traffic reaches), dedicated-replica (only engines no other tenant reaches), dedicated-node "
+        "(as dedicated-replica, on pools that run no other tenant's engine).",
+    )
     slo: SloSpec = field(description="Latency and error objectives the load-test gate checks.")
     typical: TypicalRequestSpec = field(default_factory=TypicalRequestSpec, description="Typical request size, for planning.")
     traffic: list[TrafficShareSpec] | None = field(

@@ -64,7 +64,8 @@ def test_engines_carry_the_plans_gpus_and_placement(rendered):
     for engine in plan.engines:
         deployment = named(rendering, "Deployment", engine.name)
         pod = deployment["spec"]["template"]["spec"]
-        assert pod["nodeSelector"] == {"tenantry.io/pool": engine.pool}
+        dedicated = {"tenantry.io/dedicated-to": engine.dedicated_to} if engine.dedicated_nodes else {}
+        assert pod["nodeSelector"] == {"tenantry.io/pool": engine.pool, **dedicated}
         assert {"key": "tenantry.io/pool", "operator": "Equal", "value": engine.pool, "effect": "NoSchedule"} in pod["tolerations"]
         vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
         if engine.gpu_resource:

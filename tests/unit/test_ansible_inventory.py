@@ -41,8 +41,9 @@ def test_every_shipped_stacks_gpu_pools_are_groups_with_the_labels_and_taint_pul
     for pool in gpu_pools(stack_plan):
         variables = files[f"group_vars/{group_name(pool)}.yml"]
         # Written out, not recomputed: the labels deploy/gpu_nodes.py patches and the taint engines tolerate.
+        dedicated = {"tenantry.io/dedicated-to": pool.dedicated_to} if pool.dedicated_to else {}
         assert variables["gpu_node_labels"] == {"tenantry.io/pool": pool.name,
-                                                "nvidia.com/mig.config": pool.mig_config or "all-disabled"}
+                                                "nvidia.com/mig.config": pool.mig_config or "all-disabled", **dedicated}
         assert variables["gpu_node_taint"] == f"tenantry.io/pool={pool.name}:NoSchedule"
         assert set(groups[group_name(pool)]["hosts"]) == set(pool.node_names or ())
 

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
 
 
-def test_four_stacks_are_shipped():
-    assert SHIPPED == ["h100-mig-mixed", "h100x8-shared-70b", "h200-many-adapters", "local"]
+def test_five_stacks_are_shipped():
+    assert SHIPPED == ["h100-isolation", "h100-mig-mixed", "h100x8-shared-70b", "h200-many-adapters", "local"]
 
 
 @pytest.mark.parametrize("stack", SHIPPED)

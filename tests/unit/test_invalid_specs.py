@@ -292,6 +292,11 @@ def test_deep_nesting_is_refused():
 
 # --- valid specs that do not fit: refusals with paths ---------------------------------------
 
+_ALPHA_ON_BIG_ONLY = _chain(_set("tenants.0.models", ["big"]), _set("tenants.0.adapters", []),
+                            _set("tenants.0.traffic", [{"target": "big", "share": 1.0}]))
+_SMALLER_ON_THE_SLICED_POOL = {"name": "smaller", "model": "llama-3.2-3b", "max_context": 4096,
+                               "placement": {"pool": "sliced", "mig_profile": "2g.20gb"}, "replicas": 1}
+
 NOT_FITTING: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
     ("model-too-large-for-gpus", _set("engines.0.placement.tensor_parallel", 1), "engines[0].placement",
      "weights need"),
@@ -323,6 +328,29 @@ NOT_FITTING: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
      "max_cpu_loras >= max_loras"),
     ("spot-cap-beyond-the-shared-slots", _set("tiers", {"spot": {"priority": 100, "max_engine_slots": 600}}),
      "tiers.spot.max_engine_slots", "more than the 502 unreserved slots of engine big"),
+    # Isolation levels (tenantry/plan/isolation.py): alpha calls big, small and alpha-support; beta small and
+    # beta-legal; gamma big; the gateway falls back from big to small.
+    ("adapter-isolation-calling-a-base-model", _set("tenants.1.isolation", "adapter"), "tenants[1].models",
+     "may not call base model(s) small"),
+    ("adapter-isolation-without-adapters", _set("tenants.2.isolation", "adapter"), "tenants[2].isolation",
+     "only through its own adapters, and it lists none"),
+    ("adapter-isolation-given-a-base-by-a-fallback", _chain(_set("tenants.1.isolation", "adapter"),
+                                                             _set("tenants.1.models", []),
+                                                             _set("gateway.fallbacks", [{"model": "small",
+                                                                                         "to": ["big"]}])),
+     "tenants[1].isolation", "fallbacks allow its key base model(s) big"),
+    ("mig-isolation-on-whole-gpus", _set("tenants.2.isolation", "mig"), "tenants[2].isolation",
+     "engine big runs on 4 whole GPU(s) in pool whole"),
+    ("dedicated-replica-on-a-listed-engine", _set("tenants.2.isolation", "dedicated-replica"), "tenants[2].isolation",
+     "engine big is reached by alpha too"),
+    ("dedicated-replica-reached-through-a-fallback", _chain(_ALPHA_ON_BIG_ONLY, _set("tenants.1.isolation",
+                                                                                  "dedicated-replica")),
+     "tenants[1].isolation", "engine small is reached by alpha, gamma too"),
+    ("dedicated-node-on-a-pool-with-another-engine", _chain(_ALPHA_ON_BIG_ONLY, _set("gateway.fallbacks", []),
+                                                            _set("engines.2", _SMALLER_ON_THE_SLICED_POOL),
+                                                            _set("tenants.2.models", ["big", "smaller"]),
+                                                            _set("tenants.1.isolation", "dedicated-node")),
+     "tenants[1].isolation", "pool sliced for beta alone: it also runs engine(s) smaller"),
 ]
 
 
