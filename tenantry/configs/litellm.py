@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tenantry.configs.teams import TENANT_ROUTES
+from tenantry.configs.teams import SPEND_VIEW_ROUTES, TENANT_ROUTES
 from tenantry.plan.model import EnginePlan, Plan
 
 POLICY_CALLBACK = "tenant_policy.proxy_handler_instance"
@@ -18,6 +18,7 @@ PLUGIN_FILES = (
     "tenant_policy_ledger.py",
     "tenant_policy_decision.py",
     "tenant_policy_outcomes.py",
+    "tenant_policy_metrics.py",
 )
 """The plugin's files in tenantry/gateway/, shipped side by side next to the
 config: LiteLLM loads the first (POLICY_CALLBACK), which imports the others
@@ -119,6 +120,7 @@ def tenant_policy_settings(
                 "max_output_tokens": t.max_output_tokens,
                 "ttft_objective_seconds": t.ttft_p95_ms / 1000,
                 "itl_objective_seconds": t.itl_p95_ms / 1000,
+                "overload_fallback": list(t.overload_fallback),
             }
             for t in plan.tenants
         },
@@ -146,6 +148,7 @@ def tenant_policy_settings(
         "front_door": {
             "tenant_routes": list(TENANT_ROUTES),
             "open_routes": list(OPEN_ROUTES),
+            "spend_view_routes": list(SPEND_VIEW_ROUTES),
             "max_request_bytes": plan.gateway.max_request_bytes,
         },
     }

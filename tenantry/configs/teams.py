@@ -12,14 +12,20 @@ TENANT_ROUTES = (
     "/completions", "/v1/completions",
     "/models", "/v1/models",
 )
-"""The only gateway routes a tenant's key may call (LiteLLM's key-level
+"""The inference routes a tenant's key may call (LiteLLM's key-level
 `allowed_routes`; a route and the paths below it, e.g. /v1/models/{model}).
-Every other authenticated route answers 403 to a tenant key, among them the
-ones LiteLLM opens to every key: /model/info and /health (every deployment,
-other tenants' adapters and the engines' addresses; /health also makes the
-gateway call every engine), /key/info (another key's alias, spend and limits
-to anyone who holds it) and /team/info (docs/decisions.md: A tenant's key
+Every other authenticated route but the spend view answers 403 to a tenant
+key, among them the ones LiteLLM opens to every key: /model/info and /health
+(every deployment, other tenants' adapters and the engines' addresses; /health
+also makes the gateway call every engine) (docs/decisions.md: A tenant's key
 calls the inference API and nothing else)."""
+
+SPEND_VIEW_ROUTES = ("/key/info", "/team/info")
+"""A tenant's own spend view, these exact paths: /key/info without `?key=` is the calling key's row (its
+team_id among it; the front door refuses `?key=`, with which LiteLLM answers any key's row to whoever holds
+it), and /team/info?team_id=<its team> the team's: spend in the current window, budget_reset_at, and the
+Plan's budget and mode in its metadata. LiteLLM answers another team's id with a 403 (a team key reads only
+its own team) (docs/decisions.md: A tenant reads its own spend, and only its own)."""
 
 
 def desired_teams(plan: Plan) -> list[dict[str, Any]]:
@@ -38,10 +44,13 @@ def desired_teams(plan: Plan) -> list[dict[str, Any]]:
             "models": list(t.models) + list(t.adapters) + list(t.fallback_models),
             "tpm_limit": t.tpm,
             "rpm_limit": t.rpm,
-            "max_budget": t.budget_usd,
+            "max_budget": t.gateway_max_budget_usd,
             "budget_duration": t.budget_window,
-            "metadata": {"managed_by": MANAGED_BY, "tier": t.tier, "stack": plan.stack},
-            "key": {"max_parallel_requests": None, "allowed_routes": list(TENANT_ROUTES)},
+            # The budget as the tenant reads it from /team/info (its spend view): under showback, max_budget
+            # is only the runaway guard.
+            "metadata": {"managed_by": MANAGED_BY, "tier": t.tier, "stack": plan.stack, "budget_usd": t.budget_usd,
+                         "budget_mode": t.budget_mode},
+            "key": {"max_parallel_requests": None, "allowed_routes": [*TENANT_ROUTES, *SPEND_VIEW_ROUTES]},
         }
         for t in plan.tenants
     ]

@@ -25,7 +25,7 @@ from tenantry.gate.fault_checks import served_by
 from tenantry.gate.scenarios import MID_STREAM_WAIT_SECONDS, Fault, Scenario, Stage, with_stage_seconds
 from tenantry.gate.scenarios import scenario as build_scenario
 from tenantry.gate.target import run_fault_command
-from tenantry.gate.verdict import SHED_HEADER, verdict
+from tenantry.gate.verdict import REROUTE_HEADER, SHED_HEADER, verdict
 from tenantry.plan.model import Plan, TrafficPlan
 from tenantry.showback import ModelPrice, model_prices
 from tenantry.stacks import plan_stack
@@ -100,7 +100,7 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
     try:
         with session.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"},
                           stream=body["stream"], timeout=TIMEOUT) as response:
-            record.status = response.status_code
+            record.status, record.rerouted = response.status_code, response.headers.get(REROUTE_HEADER, "")
             if response.status_code != 200:
                 record.error = error_message(response)
                 record.shed = response.headers.get(SHED_HEADER, "")

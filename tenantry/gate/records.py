@@ -88,6 +88,10 @@ class Record:
     empty on a 429 for the tenant's own limits."""
     retry_after: float = 0.0
     """On a 429, the seconds the gateway's Retry-After asked the client to wait (0 without one)."""
+    rerouted: str = ""
+    """On an answer the tenant's overload fallback served, the gateway's X-Tenantry-Rerouted,
+    `<model asked> -> <model served> (<reason>)`. LiteLLM puts the model asked for on the answer
+    itself, so served_by (and the price) is read from here."""
     probe: str = ""
     """For the cache-isolation probes: '<pair id>:first' or '<pair id>:second'."""
     gateway: int = 0
@@ -104,7 +108,8 @@ class Record:
     def read_usage(self, message: dict, prices: Mapping[str, ModelPrice]) -> None:
         """The model that answered, why it ended and its usage, from a response or a stream's chunk,
         and the usage's cost at the Plan's prices (`prices`: tenantry.showback.model_prices)."""
-        self.served_by = message.get("model") or self.served_by
+        rerouted_to = self.rerouted.partition(" -> ")[2].partition(" (")[0]
+        self.served_by = rerouted_to or message.get("model") or self.served_by
         for choice in message.get("choices") or ():
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
         usage = message.get("usage") or {}

@@ -23,6 +23,8 @@ SHED_HEADER = "X-Tenantry-Shed"
 """The tenant-policy plugin's header on its 429s for capacity (its SHED_HEADER; the gate runs
 without LiteLLM, which the plugin imports); every 429 without it is the tenant's own quota
 (docs/decisions.md: A shed is what the gateway's X-Tenantry-Shed header says)."""
+REROUTE_HEADER = "X-Tenantry-Rerouted"
+"""The plugin's header on an answer the tenant's overload fallback served (its REROUTE_HEADER)."""
 MIN_QUEUED_SECONDS = 0.25
 ORDER_TOLERANCE_SECONDS = 2.0
 """First tokens closer than this are not ordered: the front ends deliver with about that much

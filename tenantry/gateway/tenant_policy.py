@@ -21,8 +21,10 @@ For every request, from the authenticated key's team (the tenant), never from wh
    replicas). Spot is judged on the engine's load now (a cached state is scraped again first),
    best-effort on one no older than admission acts on, so an engine nobody asked for a while is not
    mistaken for one whose metrics failed. A tier's cap on an engine (`tier_slots`) is a set of its own.
-   A 429 for capacity names its reason in X-Tenantry-Shed.
-   Without Redis, guaranteed is counted on each replica alone and the other tiers are refused.
+   A 429 for capacity names its reason in X-Tenantry-Shed; before it, a tenant with an overload
+   fallback is tried on those engines in order, and one that admits it serves the request (its model
+   rewritten; the answer says so in X-Tenantry-Rerouted). Without Redis, guaranteed is counted on each
+   replica alone and the other tiers are refused.
 4. Its own metrics: admissions and sheds by tenant, tier and reason, decisions taken in fail-safe (an
    engine's load unknown, Redis lost), overrides by field, and its own latency; and what each tenant
    got against its objectives (tenant_policy_outcomes), for the alerts that burn its error budget.
@@ -32,7 +34,6 @@ For every request, from the authenticated key's team (the tenant), never from wh
 # this file without registering it in sys.modules, and dataclasses cannot
 # resolve string annotations of a module that is not there.
 import asyncio
-import json
 import logging
 import os
 import sys
@@ -51,24 +52,26 @@ if _FOLDER not in sys.path:
 
 from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 from litellm.proxy._types import ProxyException  # noqa: E402
-from prometheus_client import Counter, Histogram  # noqa: E402
 from redis.exceptions import RedisError  # noqa: E402
 
 import tenant_policy_decision  # noqa: E402
 import tenant_policy_engine_metrics  # noqa: E402
 import tenant_policy_front_door  # noqa: E402
 import tenant_policy_ledger  # noqa: E402
+import tenant_policy_metrics  # noqa: E402
 import tenant_policy_outcomes  # noqa: E402
 import tenant_policy_settings  # noqa: E402
-from tenant_policy_decision import RETRY_AFTER, Decision, decide  # noqa: E402
+from tenant_policy_decision import CAPACITY_REASONS, RETRY_AFTER, Decision, decide  # noqa: E402
 from tenant_policy_engine_metrics import EngineMetrics  # noqa: E402
+from tenant_policy_front_door import prompt_tokens  # noqa: E402
 from tenant_policy_ledger import (  # noqa: E402
     Ledger, ReplicaCounts, redis_from_environment, reserved_set, shared_set, spot_pause_keys, tenant_set, tier_set)
-from tenant_policy_outcomes import Outcomes, registered  # noqa: E402
+from tenant_policy_metrics import ADMISSIONS, FAILSAFE, HOOK_SECONDS, OVERRIDES, REFUSED, REROUTED  # noqa: E402
+from tenant_policy_outcomes import Outcomes  # noqa: E402
 from tenant_policy_settings import EngineSettings, PolicySettings, TenantSettings, load_settings  # noqa: E402
 
 for _neighbour in (tenant_policy_decision, tenant_policy_engine_metrics, tenant_policy_front_door, tenant_policy_ledger,
-                   tenant_policy_outcomes, tenant_policy_settings):
+                   tenant_policy_metrics, tenant_policy_outcomes, tenant_policy_settings):
     if os.path.dirname(os.path.abspath(_neighbour.__file__)) != _FOLDER:  # an older copy found first: refuse to mix
         raise ImportError(f"{_neighbour.__name__} was imported from {_neighbour.__file__}, not from {_FOLDER}")
 
@@ -82,22 +85,12 @@ SHED_HEADER = "X-Tenantry-Shed"
 reason; absent when the tenant's own limits refused it. Clients (the smoke check)
 tell a shed from a fault by it."""
 OWN_LIMIT_REASONS = {"concurrency"}
+REROUTE_HEADER = "X-Tenantry-Rerouted"
+"""On an answer the tenant's overload fallback served: `<model asked> -> <model served> (<reason>)`."""
+REROUTED_FROM = "tenantry_rerouted"
 
 log = logging.getLogger("tenantry.tenant_policy")
 
-
-ADMISSIONS = registered(Counter, "tenantry_gateway_admissions_total",
-                     "Requests admitted or shed by tenantry's admission control.",
-                     ("tenant", "tier", "engine", "decision", "reason"))
-OVERRIDES = registered(Counter, "tenantry_gateway_overrides_total", "Client-sent scheduling fields tenantry replaced.",
-                    ("tenant", "field"))
-REFUSED = registered(Counter, "tenantry_gateway_refused_total", "Requests refused for exceeding their tier's caps.",
-                  ("tenant", "tier", "reason"))
-HOOK_SECONDS = registered(Histogram, "tenantry_gateway_policy_seconds", "Time tenantry's pre-call hook adds to a request.",
-                       buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
-FAILSAFE = registered(Counter, "tenantry_gateway_failsafe_total",
-                      "Admission decisions taken in fail-safe: the engine's load unknown or stale (cause metrics), "
-                      "or Redis unreachable (cause redis).", ("engine", "tier", "cause"))
 
 
 def _refuse(code: int, message: str, kind: str, retry_after: int | None = None,
@@ -106,19 +99,6 @@ def _refuse(code: int, message: str, kind: str, retry_after: int | None = None,
     if shed:
         headers[SHED_HEADER] = shed
     return ProxyException(message=message, type=kind, param=None, code=code, headers=headers or None)
-
-
-def _prompt_tokens(data: dict[str, Any]) -> int:
-    import litellm
-
-    try:
-        if "messages" in data:
-            return int(litellm.token_counter(model=data.get("model", ""), messages=data["messages"]))
-        prompt = data.get("prompt", "")
-        text = prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt)
-        return int(litellm.token_counter(model=data.get("model", ""), text=text))
-    except Exception:  # noqa: BLE001 - an estimate; never fail a request over counting
-        return len(json.dumps(data.get("messages") or data.get("prompt") or "")) // 4
 
 
 class TenantPolicy(CustomLogger):
@@ -210,7 +190,7 @@ class TenantPolicy(CustomLogger):
                 data["max_tokens"] = cap_out
         cap_in = tenant.max_prompt_tokens
         if cap_in:
-            tokens = _prompt_tokens(data)
+            tokens = prompt_tokens(data)
             if tokens > cap_in:
                 REFUSED.labels(tenant=name, tier=tenant.tier, reason="prompt").inc()
                 raise _refuse(400, f"the prompt has about {tokens} tokens; the {tenant.tier} tier allows "
@@ -222,12 +202,20 @@ class TenantPolicy(CustomLogger):
         if engine is None:
             return  # not a tenantry engine; LiteLLM's own access checks apply
         request_id = uuid.uuid4().hex
-        try:
-            decision, held = await self._claim_slots(name, tenant, engine, request_id)
-        except (RedisError, OSError) as error:
-            decision, held = self._admit_without_redis(name, tenant, engine, request_id, error), {}
-        ADMISSIONS.labels(tenant=name, tier=tenant.tier, engine=engine,
-                          decision="admitted" if decision.admit else "shed", reason=decision.reason).inc()
+        decision, held = await self._admit_on(name, tenant, engine, request_id)
+        # Refused for the engine's capacity, never for the tenant's own limits: the tenant's overload fallback, in
+        # order, each judged on its own engine as if asked for (docs/decisions.md: Overload fallback reroutes
+        # inside admission, before the 429).
+        for model in tenant.overload_fallback if not decision.admit and decision.reason in CAPACITY_REASONS else ():
+            fallback = self.model_engine.get(model)
+            if fallback is None or fallback == engine:
+                continue
+            rerouted, held = await self._admit_on(name, tenant, fallback, request_id, rerouting=True)
+            if rerouted.admit:
+                REROUTED.labels(tenant=name, tier=tenant.tier, engine=engine, to=fallback, reason=decision.reason).inc()
+                data.setdefault("metadata", {})[REROUTED_FROM] = f"{data.get('model')} -> {model} ({decision.reason})"
+                data["model"], decision = model, rerouted
+                break
         if not decision.admit:
             raise _refuse(429, decision.message, "rate_limit_error", decision.retry_after,
                           shed=None if decision.reason in OWN_LIMIT_REASONS else decision.reason)
@@ -237,6 +225,17 @@ class TenantPolicy(CustomLogger):
         task = asyncio.current_task()
         if task is not None:
             self._task_claims[task] = (request_id, list(held))
+
+    async def _admit_on(self, name: str, tenant: TenantSettings, engine: str, request_id: str,
+                        rerouting: bool = False) -> tuple[Decision, dict[str, int]]:
+        try:
+            decision, held = await self._claim_slots(name, tenant, engine, request_id)
+        except (RedisError, OSError) as error:
+            decision, held = self._admit_without_redis(name, tenant, engine, request_id, error), {}
+        outcome = "admitted" if decision.admit else "shed"
+        ADMISSIONS.labels(tenant=name, tier=tenant.tier, engine=engine,
+                          decision=("rerouted-" if rerouting else "") + outcome, reason=decision.reason).inc()
+        return decision, held
 
     def _admit_without_redis(self, name: str, tenant: TenantSettings, engine: str, request_id: str,
                              error: Exception) -> Decision:
@@ -364,6 +363,11 @@ class TenantPolicy(CustomLogger):
         if task is not None:
             self._task_claims.pop(task, None)
         await self._release({"metadata": (data or {}).get("metadata") or {}})
+
+    async def async_post_call_response_headers_hook(self, data, user_api_key_dict, response,  # noqa: ANN001
+                                                    request_headers=None):  # noqa: ANN001
+        rerouted = ((data or {}).get("metadata") or {}).get(REROUTED_FROM)
+        return {REROUTE_HEADER: rerouted} if rerouted else None
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
         await self._release(kwargs)

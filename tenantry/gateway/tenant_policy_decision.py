@@ -17,6 +17,10 @@ from tenant_policy_settings import AdmissionSettings, Tier
 
 RETRY_AFTER = {"concurrency": 1, "shared-slots": 2, "best-effort": 2, "spot": 10, "metrics": 10}
 """Seconds a refused client is told to wait, by what refused it."""
+CAPACITY_REASONS = frozenset({"shared-slots", "tier-slots", "saturated", "others-active", "contention"})
+"""Refusals for an engine's capacity (its slots, its tier's cap, its load, spot's pause, a slot lost to another
+replica), which a tenant's overload fallback may route around; never its own limits (concurrency), nor an
+unknown load or a lost Redis."""
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ reconciler sets them), not these; its request size limit is an Enterprise
 feature. So the plugin wraps LiteLLM's application as it loads, outermost:
 
 - a caller without the master key reaches the tenant routes (and the paths
-  below them) and the open routes (the health probes, exactly); any other
-  path is a 404 that says which routes there are;
+  below them), the spend view (its own key and team, exactly; `?key=` on it
+  is a 403) and the open routes (the health probes, exactly); any other path
+  is a 404 that says which routes there are;
 - a body larger than the Plan's limit is a 413 that names the limit: refused
   on its Content-Length before it is read, or as soon as the bytes read pass
   it, so a multi-megabyte prompt costs the gateway neither memory nor the time
@@ -27,6 +28,7 @@ import hmac
 import json
 import os
 from typing import Any
+from urllib.parse import unquote_plus
 
 from tenant_policy_settings import FrontDoorSettings
 
@@ -46,7 +48,7 @@ class FrontDoor:
         self.master_key = master_key if master_key is not None else os.environ.get(MASTER_KEY_ENV, "")
 
     def allowed(self, path: str) -> bool:
-        return path in self.settings.open_routes or any(
+        return path in self.settings.open_routes or path in self.settings.spend_view_routes or any(
             path == route or path.startswith(route + "/") for route in self.settings.tenant_routes)
 
     def is_operator(self, headers: list[tuple[bytes, bytes]]) -> bool:
@@ -61,8 +63,11 @@ class FrontDoor:
             return
         path = scope.get("path", "")
         if not self.allowed(path):
-            routes = ", ".join(self.settings.tenant_routes)
+            routes = ", ".join((*self.settings.tenant_routes, *self.settings.spend_view_routes))
             await _respond(send, 404, f"no route {path} here: a tenant's key calls {routes}", "not_found_error")
+            return
+        if path in self.settings.spend_view_routes and _names_a_key(scope):
+            await _respond(send, 403, f"{path} reads the calling key's own row: leave out ?key=", "permission_denied")
             return
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
@@ -79,6 +84,26 @@ class FrontDoor:
             await _respond(send, 400, problem, "invalid_request_error")
         else:
             await self.app(scope, _replay(body, receive), send)
+
+
+def _names_a_key(scope: dict[str, Any]) -> bool:
+    """A `key` query parameter: LiteLLM's /key/info answers any key's row to whoever holds that key."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    return any(unquote_plus(part.partition("=")[0]) == "key" for part in query.split("&") if part)
+
+
+def prompt_tokens(data: dict[str, Any]) -> int:
+    """About how many tokens a chat or completion request's prompt has (LiteLLM's counter for its model)."""
+    import litellm
+
+    try:
+        if "messages" in data:
+            return int(litellm.token_counter(model=data.get("model", ""), messages=data["messages"]))
+        prompt = data.get("prompt", "")
+        text = prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt)
+        return int(litellm.token_counter(model=data.get("model", ""), text=text))
+    except Exception:  # noqa: BLE001 - an estimate; never fail a request over counting
+        return len(json.dumps(data.get("messages") or data.get("prompt") or "")) // 4
 
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")

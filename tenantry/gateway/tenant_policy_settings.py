@@ -37,6 +37,8 @@ class TenantSettings:
     ttft_objective_seconds: float
     itl_objective_seconds: float
     """The tenant's p95 objectives; a request over either counts as a miss against its error budget."""
+    overload_fallback: tuple[str, ...] = ()
+    """Models to serve the tenant's request, in order, when its engine's capacity would refuse it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +83,8 @@ class FrontDoorSettings:
     """The paths, and the paths below them, a caller without the master key reaches."""
     open_routes: tuple[str, ...]
     """Paths anyone reaches, exactly (the health probes)."""
+    spend_view_routes: tuple[str, ...]
+    """Paths a tenant's key reaches exactly, to read its own key and team (its spend view); never another key's."""
     max_request_bytes: int
 
 

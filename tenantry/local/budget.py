@@ -80,7 +80,7 @@ def _set_budget(plan: Plan, tenant: str, gateways: list[LiteLLM], restore: bool)
         raise LocalStackError(f"the gateway has no team {tenant}: is the stack up (`tenantry local status`)?")
     spent = float(team.get("spend") or 0.0)
     if restore:
-        budget = plan.tenant(tenant).budget_usd
+        budget = plan.tenant(tenant).gateway_max_budget_usd
     else:
         budget = spent + ALLOWANCE_REQUESTS * typical_request_usd(plan, tenant)
     for gateway in gateways:

@@ -59,7 +59,8 @@ def _budget_objectives(tenant: TenantPlan, who: dict[str, str]) -> list[dict[str
     if tenant.budget_usd <= 0:
         return []
     return [
-        _record("tenantry:tenant_objective:budget_usd", f"vector({tenant.budget_usd:g})", who),
+        _record("tenantry:tenant_objective:budget_usd", f"vector({tenant.budget_usd:g})",
+                {**who, "mode": tenant.budget_mode}),
         *(_record("tenantry:tenant_objective:budget_alert_share", f"vector({share:g})",
                   {**who, "level": level, "threshold": f"{share:g}"})
           for level, share in zip(BUDGET_LEVELS, tenant.budget_alert_at, strict=True)),
@@ -109,9 +110,13 @@ def _tenant_records() -> list[dict[str, Any]]:
         _gateway_ratio("tenantry:tenant_throttled_ratio:rate10m", '{status_code="429"}', ""),
         # Each gateway replica reports the budget as of its own last request, from the spend cached with
         # the key (LiteLLM's user_api_key_cache, 60 s): the replica that saw the most spend is the freshest.
+        # Spent is the gateway's cap less what it has left; a chargeback tenant is measured against that cap,
+        # a showback tenant against the Plan's budget (its cap is a runaway guard far above it).
         _record("tenantry:tenant_budget_spent:ratio",
-                f"1 - min by (tenant) ({from_team('litellm_remaining_team_budget_metric')})\n"
-                f"  / max by (tenant) ({from_team('litellm_team_max_budget_metric')} > 0)"),
+                f"(\n  max by (tenant) ({from_team('litellm_team_max_budget_metric')} > 0)\n"
+                f"  - min by (tenant) ({from_team('litellm_remaining_team_budget_metric')})\n)\n"
+                f'/ (\n  max by (tenant) (tenantry:tenant_objective:budget_usd{{mode="showback"}})\n'
+                f"  or max by (tenant) ({from_team('litellm_team_max_budget_metric')} > 0)\n)"),
         _record("tenantry:gateway_admissions:rate5m",
                 "sum by (tenant, tier, engine, decision, reason) (rate(tenantry_gateway_admissions_total[5m]))"),
         _record("tenantry:gateway_refusals:rate5m",

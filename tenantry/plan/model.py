@@ -15,8 +15,8 @@ from tenantry.catalog.throughput import SizeClass
 from tenantry.findings import Finding
 from tenantry.spec.fields import BucketScheme, CloudIdentityProvider, ModelCacheAccessMode
 from tenantry.spec.schema import ClusterEnvironment, GpuSoftwareSource, MetricsApiSource
-from tenantry.spec.schema import CacheIsolationMode, IsolationLevel, KvCacheDtype, LoraModule, Tier, TrafficProfile
-from tenantry.spec.schema import WeightDtype
+from tenantry.spec.schema import BudgetMode, CacheIsolationMode, IsolationLevel, KvCacheDtype, LoraModule, Tier
+from tenantry.spec.schema import TrafficProfile, WeightDtype
 
 PlacementKind = Literal["gpus", "mig", "cpu"]
 """Whole GPUs (tensor_parallel of them), one MIG slice, or the local stack's CPU."""
@@ -234,6 +234,7 @@ class TenantPlan:
     namespace: str
     models: tuple[str, ...]
     adapters: tuple[str, ...]
+    overload_fallback: tuple[str, ...]  # its models, in order, to serve it when its engine's capacity would refuse it
     fallback_models: tuple[str, ...]
     """Engines the gateway may fall back to from the tenant's models; the
     tenant's key must be allowed them or LiteLLM skips the fallback."""
@@ -244,6 +245,9 @@ class TenantPlan:
     budget_window: str
     budget_alert_at: tuple[float, ...]
     """Shares of the budget at which TenantBudgetSpent fires: info, warning, critical in that order."""
+    budget_mode: BudgetMode
+    """chargeback: the gateway refuses at the budget; showback: it records and alerts, refusing only a runaway."""
+    gateway_max_budget_usd: float  # the team's max_budget at the gateway: the budget, or SHOWBACK_RUNAWAY_FACTOR x it
     cache_isolation: CacheIsolationMode
     cache_salt: str | None
     isolation: IsolationLevel  # what its requests share, checked in tenantry/plan/isolation.py
@@ -297,12 +301,8 @@ class GatewayPlan:
     of any engine (JSON-escaped text runs to about 12 bytes a token at worst), plus 64 KiB for the
     rest of the request; larger is a 413 before it is read (docs/decisions.md: The gateway's front door)."""
     repeated_chunk_limit: int
-    """LiteLLM ends a stream with a 500 after this many identical chunks in a row: one more
-    than the longest context of any engine, so never. A stream is one token or more per chunk
-    and is bounded by its tier's output cap and the engine's context; LiteLLM's default (100)
-    cut random-weight models' streams on the local stack, and on real models it would end
-    legitimate repetitive output (tables, padded arrays) as a fault after the tokens were
-    served."""
+    """LiteLLM ends a stream with a 500 after this many identical chunks in a row: one more than the longest
+    context of any engine, so never (docs/decisions.md: The gateway does not cut a repeating stream)."""
     spend_write_seconds: int
     """How often each gateway replica writes the spend it counted in memory to PostgreSQL
     (LiteLLM's `proxy_batch_write_at`): what a replica killed mid-run can take with it, and

@@ -31,6 +31,7 @@ def plan_tenant(
         namespace=f"tenant-{tenant.name}",
         models=tuple(tenant.models),
         adapters=tuple(tenant.adapters),
+        overload_fallback=tuple(tenant.overload_fallback),
         fallback_models=fallbacks.reachable_from(tenant),
         tpm=tenant.tpm,
         rpm=tenant.rpm,
@@ -38,6 +39,8 @@ def plan_tenant(
         budget_usd=tenant.budget.usd,
         budget_window=tenant.budget.window,
         budget_alert_at=tuple(tenant.budget.alert_at),
+        budget_mode=tenant.budget.mode,
+        gateway_max_budget_usd=tenant.budget.usd * (SHOWBACK_RUNAWAY_FACTOR if tenant.budget.mode == "showback" else 1),
         cache_isolation=tenant.cache.isolation,
         cache_salt=cache_salt(tenant),
         isolation=tenant.isolation,
@@ -58,6 +61,12 @@ def plan_tenant(
         quota_gpu_resources=gpu_resources,
     )
 
+
+SHOWBACK_RUNAWAY_FACTOR = 1000
+"""A showback tenant's gateway cap, in budgets: spend is recorded and alerted on as it passes the budget, and
+only a runaway client is refused. LiteLLM needs a finite cap to report the budget gauges the alerts read
+(it reports an unset one as infinite remaining; docs/decisions.md: Showback is a budget the gateway does not
+enforce)."""
 
 GUARANTEED_TENANTS_WARNING = 0.5
 """More than this share of the tenants guaranteed gets a warning (docs/decisions.md: Guarantees are for the few)."""

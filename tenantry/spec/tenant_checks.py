@@ -23,6 +23,7 @@ def check_tenants(spec: Spec) -> list[Problem]:
         loc: Loc = ("tenants", i)
         problems += _check_allowed(tenant, names, loc)
         problems += _check_traffic(tenant, loc)
+        problems += _check_overload_fallback(tenant, loc)
         problems += _check_typical_request(tenant, names, loc)
         problems += _check_cache_salt(tenant, names, own_salts, loc)
     return problems
@@ -149,4 +150,18 @@ def _check_cache_salt(tenant: TenantSpec, names: _TenantNames, own_salts: dict[s
     elif salt in names.group_salts:
         problems.append(((*loc, "cache", "salt"), f"'{salt}' is the salt of a shared cache group"))
     own_salts.setdefault(salt, tenant.name)
+    return problems
+
+
+def _check_overload_fallback(tenant: TenantSpec, loc: Loc) -> list[Problem]:
+    """An overload fallback is one of the tenant's own models (its key is allowed nothing else), listed once."""
+    problems: list[Problem] = []
+    for j, name in enumerate(tenant.overload_fallback):
+        if name not in tenant.models:
+            problems.append(((*loc, "overload_fallback", j), f"'{name}' is not one of the tenant's models "
+                             f"({listing(tenant.models) or 'none'}): an overload fallback stays within what it may "
+                             "call"))
+    for name, count in Counter(tenant.overload_fallback).items():
+        if count > 1:
+            problems.append(((*loc, "overload_fallback"), f"lists '{name}' {count} times"))
     return problems

@@ -6,6 +6,7 @@ from pydantic import model_validator
 
 from tenantry.spec.fields import (
     WINDOW_PATTERN,
+    BudgetMode,
     CacheIsolationMode,
     CacheSalt,
     IsolationLevel,
@@ -28,6 +29,12 @@ class BudgetSpec(SpecModel):
         description="Shares of the budget whose spending raises TenantBudgetSpent: the first informs, the second "
         "warns, the third is critical (seed 004's 50/80/95 %).",
         unit="fraction", min_length=1, max_length=3,
+    )
+    mode: BudgetMode = field(
+        "chargeback", description="chargeback: the gateway refuses the tenant's requests once the window's spend "
+        "reaches the budget; showback: it records the spend and raises the same alerts, and serves on (seed 004: "
+        "months of showback before chargeback). A showback tenant is refused only as a runaway, at 1000 times its "
+        "budget.",
     )
 
     @model_validator(mode="after")
@@ -98,6 +105,11 @@ class TenantSpec(SpecModel):
     tier: Tier = field(description="guaranteed (reserved slots), best-effort (shares the rest) or spot (idle capacity only).")
     models: list[Name] = field(default_factory=list, description="Engines the tenant may call.")
     adapters: list[Name] = field(default_factory=list, description="LoRA adapters the tenant may call (its own).")
+    overload_fallback: list[Name] = field(
+        default_factory=list, description="Engines of its own models that serve the tenant's request, tried in order, "
+        "when admission would refuse it for its engine's capacity (its unreserved slots, its tier's cap, its load, "
+        "spot's pause); never for the tenant's own limits. The answer carries X-Tenantry-Rerouted.",
+    )
     tpm: int = field(description="Tokens (prompt + output) per minute.", unit="tokens/min", ge=1, le=10_000_000_000)
     rpm: int = field(description="Requests per minute.", unit="requests/min", ge=1, le=100_000_000)
     max_concurrency: int = field(description="Requests in flight at once.", unit="requests", ge=1, le=1_000_000)

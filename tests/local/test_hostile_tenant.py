@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tenantry.configs.litellm import OPEN_ROUTES
-from tenantry.configs.teams import TENANT_ROUTES
+from tenantry.configs.teams import SPEND_VIEW_ROUTES, TENANT_ROUTES
 
 INFERENCE = ("/chat/completions", "/v1/chat/completions", "/completions", "/v1/completions")
 MODELS = ("/models", "/v1/models")
@@ -38,8 +38,9 @@ def every_route(stack) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("who", ["acme", None], ids=["tenant-key", "no-key"])
 def test_every_route_but_the_inference_api_is_closed(stack, every_route, who):
     """Management, spend, key, team, user, model, config, cache, debug, UI and pass-through routes
-    answer 401, 403 or 404; only /models (the tenant's own list, or 401 without a key) and the
-    probes answer 200; nothing answers 5xx."""
+    answer 401, 403 or 404; only /models (the tenant's own list, or 401 without a key), the tenant's
+    own key row (/key/info) and the probes answer 200 (/team/info without the tenant's team id is
+    LiteLLM's 422; tests/local/test_spend_view_live.py reads it with one); nothing answers 5xx."""
     answers: dict[int, list[str]] = {}
     headers = {"Authorization": f"Bearer {stack.key(who)}"} if who else {}
     with httpx.Client(base_url=stack.url, headers=headers, timeout=30) as client:
@@ -49,24 +50,27 @@ def test_every_route_but_the_inference_api_is_closed(stack, every_route, who):
             status = client.request(method, path, json={} if method != "GET" else None).status_code
             answers.setdefault(status, []).append(f"{method} {path}")
     opened = [r for s, routes in answers.items() if 200 <= s < 400 for r in routes]
-    expected_open = {f"GET {p}" for p in OPEN_ROUTES} | ({f"GET {p}" for p in MODELS} if who else set())
+    expected_open = {f"GET {p}" for p in OPEN_ROUTES} | ({f"GET {p}" for p in (*MODELS, "/key/info")} if who else set())
     assert set(opened) == expected_open, opened
     assert not [s for s in answers if s >= 500], {s: answers[s] for s in answers if s >= 500}
+    assert answers.pop(422, []) == (["GET /team/info"] if who else []), answers.get(422)
     assert set(answers) - {200} <= {401, 403, 404, 405}, {s: answers[s][:5] for s in answers}
 
 
-def test_the_routes_a_tenant_key_may_call_are_the_inference_api_and_its_model_list():
+def test_the_routes_a_tenant_key_may_call_are_the_inference_api_its_model_list_and_its_spend():
     assert set(TENANT_ROUTES) == set(INFERENCE) | set(MODELS)
+    assert SPEND_VIEW_ROUTES == ("/key/info", "/team/info")
 
 
 @pytest.mark.parametrize("path", ["/model/info", "/v1/model/info", "/health", "/routes", "/ui", "/sso/key/generate",
-                                  "/key/info", "/team/info", "/global/spend/logs", "/spend/logs", "/user/info",
+                                  "/key/list", "/team/list", "/global/spend/logs", "/spend/logs", "/user/info",
                                   "/config/yaml", "/cache/ping", "/openapi.json", "/public/model_hub"])
 def test_the_routes_found_open_to_a_tenant_are_a_404_naming_the_tenant_routes(stack, path):
     with stack.client("acme") as acme:
-        answer = acme.get(path, params={"key": stack.key("globex")} if path == "/key/info" else None)
+        answer = acme.get(path)
     assert answer.status_code == 404, (path, answer.text[:200])
-    assert answer.json()["error"]["message"] == f"no route {path} here: a tenant's key calls {', '.join(TENANT_ROUTES)}"
+    routes = ", ".join((*TENANT_ROUTES, *SPEND_VIEW_ROUTES))
+    assert answer.json()["error"]["message"] == f"no route {path} here: a tenant's key calls {routes}"
 
 
 def test_models_lists_exactly_what_the_tenant_may_call(stack):

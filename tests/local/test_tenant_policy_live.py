@@ -288,6 +288,43 @@ def test_spot_runs_at_most_its_tiers_cap_on_the_engine_as_vllm_counts_it(stack):
             client.close()
 
 
+def test_a_request_its_engine_has_no_room_for_is_served_by_the_tenants_overload_fallback(stack):
+    """globex (best-effort) lists micro as its overload fallback (tests/local/stack.yaml). tiny's four unreserved
+    slots held open, three by spot (its tier's cap) and one by globex: globex's next requests to tiny, plain and
+    streamed, are served by micro (vLLM's own count; LiteLLM names the model asked for on the answer), say so in
+    X-Tenantry-Rerouted, and are counted; none is refused."""
+    plan = plan_stack(str(SPEC))
+    assert plan.tenant("globex").overload_fallback == ("micro",) and plan.engine("tiny").slots.shared == 4
+    _warm(stack, ("initech", 0), ("globex", 0))
+    hold = {"model": "tiny", "messages": [{"role": "user", "content": "hold"}], "max_tokens": 1800,
+            "ignore_eos": True, "stream": True}
+    ask = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    before = gateway_metric(stack, "tenantry_gateway_rerouted_total", by="to", tenant="globex").get("micro", 0.0)
+    micro_served = stack.engine_metric("micro", "vllm:request_success_total")
+    holders = [stack.client("initech") for _ in range(3)] + [stack.client("globex")]
+    try:
+        with contextlib.ExitStack() as held, stack.client("globex") as globex:
+            lines = []  # each stream's reader kept: a reader dropped closes its stream, and the gateway frees its slot
+            for client in holders:
+                response = held.enter_context(client.stream("POST", "/v1/chat/completions", json=hold))
+                assert response.status_code == 200, response.read()
+                lines.append(response.iter_lines())
+                next(line for line in lines[-1] if '"content"' in line)
+            plain = globex.post("/v1/chat/completions", json=ask)
+            with globex.stream("POST", "/v1/chat/completions", json={**ask, "stream": True}) as streamed:
+                chunks = stream_text(streamed)
+                streamed_header = streamed.headers.get(tp.REROUTE_HEADER)
+        assert plain.status_code == 200, plain.text
+        assert plain.headers.get(tp.REROUTE_HEADER) == "tiny -> micro (shared-slots)"
+        assert streamed.status_code == 200 and streamed_header == "tiny -> micro (shared-slots)" and chunks
+        assert stack.engine_metric("micro", "vllm:request_success_total") == micro_served + 2
+    finally:
+        for client in holders:
+            client.close()
+    after = gateway_metric(stack, "tenantry_gateway_rerouted_total", by="to", tenant="globex").get("micro", 0.0)
+    assert after == before + 2
+
+
 def test_unknown_engine_load_pauses_spot_but_never_guaranteed(stack):
     with stack.engine_stopped("tiny"):
         time.sleep(11)  # past metrics_max_age_seconds: the last scrape is now stale

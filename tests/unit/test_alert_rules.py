@@ -132,6 +132,28 @@ def test_budget_alerts_fire_at_each_share_with_its_severity(tmp_path):
     ]}])
 
 
+def test_a_showback_tenant_is_measured_against_its_budget_not_its_gateway_cap(tmp_path):
+    # The tests' stack: trial's budget is 0.00002 USD under showback, its gateway cap 1000 times that (0.02).
+    # 0.00003 spent is 150 % of the budget (every level fires), though 99.85 % of the cap is left. thrifty,
+    # chargeback, is measured against its cap as before: 0.00001 of 0.00002 spent, 50 %, info only.
+    series = [{"series": 'litellm_team_max_budget_metric{team_alias="trial", team="t5"}', "values": "0.02x30"},
+              {"series": 'litellm_remaining_team_budget_metric{team_alias="trial", team="t5"}', "values": "0.01997x30"},
+              {"series": 'litellm_team_max_budget_metric{team_alias="thrifty", team="t4"}', "values": "0.00002x30"},
+              {"series": 'litellm_remaining_team_budget_metric{team_alias="thrifty", team="t4"}',
+               "values": "0.00001x30"}]
+    trial, thrifty = {"tenant": "trial", "tier": "best-effort"}, {"tenant": "thrifty", "tier": "spot"}
+    _unit_test(tmp_path, "tests/local/stack.yaml", [{"interval": "1m", "input_series": series, "promql_expr_test": [
+        {"expr": "round(tenantry:tenant_budget_spent:ratio, 0.001)", "eval_time": "10m",
+         "exp_samples": [{"labels": '{tenant="trial"}', "value": 1.5}, {"labels": '{tenant="thrifty"}', "value": 0.5}]},
+    ], "alert_rule_test": [
+        {"eval_time": "10m", "alertname": "TenantBudgetSpent", "exp_alerts": [
+            {"exp_labels": {**thrifty, "severity": "info", "threshold": "0.5"}},
+            {"exp_labels": {**trial, "severity": "info", "threshold": "0.5"}},
+            {"exp_labels": {**trial, "severity": "warning", "threshold": "0.8"}},
+            {"exp_labels": {**trial, "severity": "critical", "threshold": "0.95"}}]},
+    ]}])
+
+
 def test_a_spend_rate_that_outruns_the_budget_is_projected(tmp_path):
     # 0.6 USD an hour with 10 hours to the reset and 2 USD left: 4 USD short.
     series = [{"series": 'litellm_spend_metric_total{team_alias="globex", model="tiny"}', "values": "0+0.01x150"},

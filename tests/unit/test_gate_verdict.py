@@ -98,11 +98,31 @@ def test_a_429_is_a_shed_for_capacity_only_when_the_gateway_says_so(plan):
     assert globex.quota_429 == 1 and globex.shed_429 == 1
 
 
-def test_the_gate_reads_the_header_the_plugin_sends():
-    from tenantry.gate.verdict import SHED_HEADER
+def test_the_gate_reads_the_headers_the_plugin_sends():
+    from tenantry.gate.verdict import REROUTE_HEADER, SHED_HEADER
     from tenantry.gateway import tenant_policy as tp
 
-    assert SHED_HEADER == tp.SHED_HEADER
+    assert SHED_HEADER == tp.SHED_HEADER and REROUTE_HEADER == tp.REROUTE_HEADER
+
+
+def test_a_rerouted_answer_is_served_by_and_priced_at_the_fallback_whatever_model_it_names():
+    """LiteLLM names the model asked for on the answer; the plugin's header names the one that served it."""
+    from dataclasses import replace
+
+    from tenantry.gate.records import Record
+    from tenantry.showback import model_prices
+
+    prices = model_prices(plan_stack("local"))  # tiny and micro cost the same on the local stack's CPU: not here
+    prices["micro"] = replace(prices["micro"], usd_per_output_token=2 * prices["micro"].usd_per_output_token)
+    answer = {"model": "tiny", "usage": {"prompt_tokens": 100, "completion_tokens": 20}}
+    record = Record(tenant="globex", tier="best-effort", profile="chat", target="tiny", stage="flood", sent=0.0,
+                    streamed=False, status=200, e2e=1.0, rerouted="tiny -> micro (shared-slots)")
+    record.read_usage(answer, prices)
+    assert record.served_by == "micro" and record.cost_usd == prices["micro"].cost(100, 20) != prices["tiny"].cost(100, 20)
+    plain = Record(tenant="globex", tier="best-effort", profile="chat", target="tiny", stage="flood", sent=0.0,
+                   streamed=False, status=200, e2e=1.0)
+    plain.read_usage(answer, prices)
+    assert plain.served_by == "tiny" and plain.cost_usd == prices["tiny"].cost(100, 20)
 
 
 def test_a_guaranteed_tenant_refused_by_admission_is_an_error(plan):

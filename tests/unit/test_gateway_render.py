@@ -8,7 +8,7 @@ import pytest
 
 from tenantry.gateway.reconciler import MANAGED_BY, Action, plan_actions
 from tenantry.configs.litellm import litellm_config, tenant_policy_settings
-from tenantry.configs.teams import TENANT_ROUTES, desired_teams
+from tenantry.configs.teams import SPEND_VIEW_ROUTES, TENANT_ROUTES, desired_teams
 from tenantry.configs.vllm import vllm_args
 from tenantry.stacks import plan_stack
 
@@ -50,6 +50,7 @@ def test_policy_settings_carry_tiers_salts_and_reservations():
         "tier": "guaranteed", "priority": 0, "cache_salt": "tenant-acme", "max_concurrency": 4,
         "max_prompt_tokens": None, "max_output_tokens": None,
         "ttft_objective_seconds": 2.0, "itl_objective_seconds": 0.25,  # stacks/local.yaml's acme: 2000 ms, 250 ms
+        "overload_fallback": [],
     }
     assert settings["tenants"]["initech"]["cache_salt"] is None
     assert settings["engines"]["tiny"]["reserved"] == {"acme": 4}
@@ -75,17 +76,29 @@ def test_desired_teams():
     assert acme == {
         "team_alias": "acme", "models": ["tiny", "acme-support", "micro"], "tpm_limit": 12000, "rpm_limit": 120,
         "max_budget": 5.0, "budget_duration": "1d",
-        "metadata": {"managed_by": MANAGED_BY, "tier": "guaranteed", "stack": "local"},
-        # Concurrency is the plugin's: a key's own limit is cleared. The key calls the inference API alone.
-        "key": {"max_parallel_requests": None, "allowed_routes": list(TENANT_ROUTES)},
+        "metadata": {"managed_by": MANAGED_BY, "tier": "guaranteed", "stack": "local", "budget_usd": 5.0,
+                     "budget_mode": "chargeback"},
+        # Concurrency is the plugin's: a key's own limit is cleared. The key calls the inference API and reads its
+        # own spend.
+        "key": {"max_parallel_requests": None, "allowed_routes": [*TENANT_ROUTES, "/key/info", "/team/info"]},
     }
     assert "/model/info" not in TENANT_ROUTES and "/health" not in TENANT_ROUTES and "/key/info" not in TENANT_ROUTES
+
+
+def test_a_showback_tenants_gateway_cap_is_a_runaway_guard_and_its_metadata_holds_the_budget():
+    teams = {t["team_alias"]: t for t in desired_teams(plan_stack("tests/local/stack.yaml"))}
+    assert teams["trial"]["max_budget"] == pytest.approx(0.00002 * 1000)
+    assert teams["trial"]["metadata"]["budget_usd"] == 0.00002 and teams["trial"]["metadata"]["budget_mode"] == "showback"
+    assert teams["thrifty"]["max_budget"] == 0.00002 and teams["thrifty"]["metadata"]["budget_mode"] == "chargeback"
+
+
+ROUTES = [*TENANT_ROUTES, *SPEND_VIEW_ROUTES]
 
 
 def test_a_key_limit_left_from_before_is_cleared():
     desired = desired_teams(plan_stack("local"))
     teams = [{**{k: v for k, v in t.items() if k != "key"}, "team_id": f"id-{t['team_alias']}"} for t in desired]
-    infos = {t["team_alias"]: {"blocked": None, "max_parallel_requests": None, "allowed_routes": list(TENANT_ROUTES)}
+    infos = {t["team_alias"]: {"blocked": None, "max_parallel_requests": None, "allowed_routes": ROUTES}
              for t in desired}
     infos["acme"]["max_parallel_requests"] = 4
     keys = {t["team_alias"]: f"sk-{t['team_alias']}" for t in desired}
@@ -97,11 +110,11 @@ def test_a_key_made_before_routes_were_restricted_gets_the_tenant_routes():
     desired = desired_teams(plan_stack("local"))
     teams = [{**{k: v for k, v in t.items() if k != "key"}, "team_id": f"id-{t['team_alias']}"} for t in desired]
     infos = {t["team_alias"]: {"blocked": None, "max_parallel_requests": None,
-                               "allowed_routes": list(reversed(TENANT_ROUTES))} for t in desired}  # order is no change
+                               "allowed_routes": list(reversed(ROUTES))} for t in desired}  # order is no change
     infos["globex"]["allowed_routes"] = []  # LiteLLM's default: every route the key's role allows
     keys = {t["team_alias"]: f"sk-{t['team_alias']}" for t in desired}
     assert plan_actions(desired, teams, keys, infos) == [
-        Action("update-key", "globex", {"key": "sk-globex", "allowed_routes": list(TENANT_ROUTES)})]
+        Action("update-key", "globex", {"key": "sk-globex", "allowed_routes": ROUTES})]
 
 
 DESIRED = [{"team_alias": "a", "models": ["m"], "tpm_limit": 10, "rpm_limit": 1,

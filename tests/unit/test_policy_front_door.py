@@ -33,7 +33,7 @@ class App:
 
 
 def call(path: str, token: str | None = None, body: bytes = b"", chunks: int = 1,
-         declare_length: bool = True, method: str = "POST") -> tuple[int, bytes, App]:
+         declare_length: bool = True, method: str = "POST", query: bytes = b"") -> tuple[int, bytes, App]:
     app, sent, parts = App(), [], [body[i::chunks] for i in range(chunks)] if chunks > 1 else [body]
     headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
     if declare_length:
@@ -47,7 +47,8 @@ def call(path: str, token: str | None = None, body: bytes = b"", chunks: int = 1
         sent.append(message)
 
     door = front_door.FrontDoor(app, local_settings().front_door, master_key=MASTER)
-    run(door({"type": "http", "method": method, "path": path, "headers": headers}, receive, send))
+    run(door({"type": "http", "method": method, "path": path, "headers": headers, "query_string": query}, receive,
+             send))
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]), app
 
 
@@ -59,14 +60,27 @@ def test_a_tenant_reaches_the_inference_api_and_the_probes(path):
 
 
 @pytest.mark.parametrize("path", ["/routes", "/openapi.json", "/", "/ui", "/sso/key/generate", "/model/info",
-                                  "/health", "/key/info", "/langfuse/x", "/register", "/health/readiness/x",
-                                  "/v1/chat/completionsX", "/metrics/"])
+                                  "/health", "/key/info/x", "/team/info/x", "/key/list", "/langfuse/x", "/register",
+                                  "/health/readiness/x", "/v1/chat/completionsX", "/metrics/"])
 def test_every_other_path_is_a_404_naming_the_tenant_routes_without_reaching_litellm(path):
     for token in ("sk-tenant", None, MASTER + "x"):
         status, body, app = call(path, token)
         assert status == 404 and app.called == 0
         error = json.loads(body)["error"]
         assert error["type"] == "not_found_error" and path in error["message"] and "/v1/chat/completions" in error["message"]
+
+
+@pytest.mark.parametrize("path", ["/key/info", "/team/info"])
+def test_the_spend_view_reaches_litellm_on_its_exact_paths(path):
+    status, body, app = call(path, "sk-tenant", method="GET", query=b"team_id=t-1" if path == "/team/info" else b"")
+    assert (status, app.called) == (200, 1)
+
+
+@pytest.mark.parametrize("query", [b"key=sk-other", b"a=1&key=sk-other", b"k%65y=sk-other", b"key="])
+def test_another_keys_row_is_a_403_without_reaching_litellm(query):
+    status, body, app = call("/key/info", "sk-tenant", method="GET", query=query)
+    assert (status, app.called) == (403, 0)
+    assert json.loads(body)["error"]["message"] == "/key/info reads the calling key's own row: leave out ?key="
 
 
 def test_the_master_key_passes_to_every_path_and_every_size():
