@@ -184,7 +184,7 @@ def noisy_neighbour(plan: Plan, short: bool, tenant: str | None = None) -> Scena
     victims = [t for t in _guaranteed(plan, "noisy-neighbour") if t.name != aggressor.name]
     alone = {t.name: steady_load(t) for t in victims}
     flood = {**alone, aggressor.name: _scaled(aggressor, 5)}
-    seconds = (30, 60) if short else (120, 240)
+    seconds = (20, 60) if short else (120, 240)  # short: CI runs it twice (--side-by-side)
     return Scenario(
         "noisy-neighbour", f"{aggressor.name} floods at 5x its contract (concurrency and rate) while the guaranteed "
         "tenants run steady, first alone",
@@ -225,7 +225,7 @@ def _lose_an_engine(plan: Plan, short: bool, name: str, fault: str, summary: str
         raise ScenarioError(f"scenario {name} needs a gateway fallback; stack {plan.stack} has none")
     fallback = plan.gateway.fallbacks[0]
     loads = {t.name: steady_load(t) for t in plan.tenants}
-    seconds = (30, 75) if short else (120, 240)
+    seconds = (20, 55) if short else (120, 240)
     return Scenario(name, f"engine {fallback.model} {summary}; {', '.join(fallback.to)} must serve",
                     (Stage("before", seconds[0], loads),
                      Stage("failed", seconds[1], loads, Fault(fault, fallback.model, mid_stream=mid_stream))),

@@ -58,11 +58,12 @@ def test_the_sampler_sums_replicas_and_skips_an_engine_that_does_not_answer():
 
 def test_busy_share_by_stage_and_the_tokens_each_tier_was_served():
     plan = plan_stack(ROOT / "stacks" / "local.yaml")
-    noisy = scenario("noisy-neighbour", plan, short=True)  # alone 30 s, flood 60 s
-    samples = [EngineSample("tiny", t, 1.0 if t < 15 else 0.0, 0.0) for t in range(30)]
-    samples += [EngineSample("tiny", 30 + t, 4.0, 2.0, answered=t % 4 != 0) for t in range(60)]
+    noisy = scenario("noisy-neighbour", plan, short=True)  # alone 20 s, flood 60 s
+    assert [s.seconds for s in noisy.stages] == [20, 60]
+    samples = [EngineSample("tiny", t, 1.0 if t < 10 else 0.0, 0.0) for t in range(20)]
+    samples += [EngineSample("tiny", 20 + t, 4.0, 2.0, answered=t % 4 != 0) for t in range(60)]
     busy = busy_by_stage(samples, noisy)
-    assert busy["alone"]["tiny"] == {"busy": 0.5, "running": 0.5, "waiting": 0.0, "answered": 1.0, "samples": 30}
+    assert busy["alone"]["tiny"] == {"busy": 0.5, "running": 0.5, "waiting": 0.0, "answered": 1.0, "samples": 20}
     # Unanswered samples count in `answered` only, never as idle.
     assert busy["flood"]["tiny"]["busy"] == 1.0 and busy["flood"]["tiny"]["running"] == 4.0
     assert busy["flood"]["tiny"]["answered"] == 0.75
