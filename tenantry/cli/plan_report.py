@@ -120,7 +120,8 @@ def _tenants(plan: Plan) -> Table:
     dedicated = {e.name: e for e in plan.engines if e.dedicated_to}
     for t in plan.tenants:
         tenants.add_row(t.name, f"{t.tier} ({t.priority})", _k(t.tpm), f"{t.rpm:,}", str(t.max_concurrency),
-                        str(t.reserved_slots), f"${t.budget_usd:,.0f} / {t.budget_window}", t.cache_salt or "none",
+                        str(t.reserved_slots), f"${t.budget_usd:,.0f} / {t.budget_window}"
+                        + (" showback" if t.budget_mode == "showback" else ""), t.cache_salt or "none",
                         _isolation(t.name, t.isolation, dedicated))
     return tenants
 
@@ -142,6 +143,8 @@ def _tenant_slos(plan: Plan) -> Table:
         traffic = ", ".join(f"{r.target} {r.share:.0%}" for r in t.traffic[:3])
         if len(t.traffic) > 3:
             traffic += f" (+{len(t.traffic) - 3} more)"
+        if t.overload_fallback:
+            traffic += f"; overloaded: {', '.join(t.overload_fallback)}"
         slos.add_row(t.name, f"{t.ttft_p95_ms:,.0f} ms", f"{t.itl_p95_ms:,.0f} ms", f"{t.max_error_rate:.1%}",
                      f"{t.typical_prompt_tokens:,} / {t.typical_output_tokens:,}", traffic)
     return slos
