@@ -117,7 +117,7 @@ _ENGINE_ROWS: tuple[tuple[str, Callable[[EnginePlan], str | Text]], ...] = (
 def _tenants(plan: Plan) -> Table:
     tenants = _table("Tenants", "tenant", "tier (priority)", "TPM", "RPM", "concurrency", "reserved", "budget",
                      "cache salt", "isolation", right=("TPM", "RPM", "concurrency", "reserved"))
-    dedicated = {e.name: e for e in plan.engines if e.dedicated_to}
+    dedicated = [e for e in plan.engines if e.dedicated_to]
     for t in plan.tenants:
         tenants.add_row(t.name, f"{t.tier} ({t.priority})", _k(t.tpm), f"{t.rpm:,}", str(t.max_concurrency),
                         str(t.reserved_slots), f"${t.budget_usd:,.0f} / {t.budget_window}"
@@ -126,9 +126,9 @@ def _tenants(plan: Plan) -> Table:
     return tenants
 
 
-def _isolation(tenant: str, level: str, dedicated: dict[str, EnginePlan]) -> str:
+def _isolation(tenant: str, level: str, dedicated: list[EnginePlan]) -> str:
     """The level, and what the Plan dedicates to it: engines, and for dedicated-node their pools."""
-    mine = [e for e in dedicated.values() if e.dedicated_to == tenant]
+    mine = [e for e in dedicated if e.dedicated_to == tenant]
     if not mine:
         return level
     pools = sorted({e.pool for e in mine if e.dedicated_nodes})

@@ -25,18 +25,12 @@ DEDICATED_ENGINES = ("mig", "dedicated-replica", "dedicated-node")
 """Levels whose engines serve the tenant alone."""
 
 
-def reached_engines(tenant: TenantSpec, fallbacks: FallbackGraph) -> tuple[str, ...]:
-    """Every engine the tenant's requests can land on: listed, under its adapters, or through fallbacks."""
-    direct = dict.fromkeys([*tenant.models, *(fallbacks.base_of[a] for a in tenant.adapters if a in fallbacks.base_of)])
-    return (*direct, *fallbacks.reachable_from(tenant))
-
-
 def plan_isolation(
     spec: Spec, engines: tuple[EnginePlan, ...], pools: tuple[PoolPlan, ...], notes: Notes
 ) -> tuple[tuple[EnginePlan, ...], tuple[PoolPlan, ...]]:
     """The engines and pools with what they dedicate to one tenant; a refusal for each promise they break."""
     fallbacks = FallbackGraph.of(spec)
-    reach = {t.name: reached_engines(t, fallbacks) for t in spec.tenants}
+    reach = {t.name: fallbacks.reaches(t) for t in spec.tenants}
     reached_by: dict[str, list[str]] = defaultdict(list)
     for tenant, names in reach.items():
         for name in names:

@@ -99,11 +99,18 @@ class FallbackGraph:
             base_of={a.name: e.name for e in spec.engines for a in e.adapters},
         )
 
+    def calls(self, tenant: TenantSpec) -> tuple[str, ...]:
+        """The engines the tenant calls itself: its models and its adapters' base engines, in spec order."""
+        return tuple(dict.fromkeys([*tenant.models, *(self.base_of[a] for a in tenant.adapters if a in self.base_of)]))
+
     def reachable_from(self, tenant: TenantSpec) -> tuple[str, ...]:
         """Every engine reachable through fallbacks from the engines the tenant
         calls (its adapters' base engines included), that it is not allowed already."""
-        start = set(tenant.models) | {self.base_of[a] for a in tenant.adapters if a in self.base_of}
-        return _closure(self.to, start)
+        return _closure(self.to, set(self.calls(tenant)))
+
+    def reaches(self, tenant: TenantSpec) -> tuple[str, ...]:
+        """Every engine the tenant's requests can land on: those it calls, and those its fallbacks lead to."""
+        return (*self.calls(tenant), *self.reachable_from(tenant))
 
 
 def _closure(to: dict[str, list[str]], start: set[str]) -> tuple[str, ...]:

@@ -76,7 +76,7 @@ def test_a_tenant_past_80_percent_of_its_budget_gets_its_warning_where_its_tier_
 
             arrived = wait_for(f"TenantBudgetSpent warning for {TENANT}", budget_warning, PATIENCE_SECONDS, stack)
         finally:
-            admin.post("/team/update", json={"team_id": team_id, "max_budget": tenant.budget_usd})
+            admin.post("/team/update", json={"team_id": team_id, "max_budget": tenant.gateway_max_budget_usd})
     assert arrived.labels["tier"] == "spot"
     assert arrived.labels["threshold"] == f"{warning_share:g}"
     assert arrived.path == f"/{routed_to(stack, arrived.labels)}" == "/ticket"
