@@ -293,11 +293,16 @@ def check_budget_exhausted(records: list[Record], plan: Plan, scenario: Scenario
         return Check("budget-exhausted", False, f"{spender}'s budget never ran out: none of its requests was refused "
                      f"for it; {served} were served between the cap and the restore")
     first = min(refused, key=lambda r: r.sent)  # records are in the order they ended
+    # Each replica judges the team by its own cached spend, so each is judged from its own first refusal:
+    # CI saw one replica serve a request sent 0.0 s after the other's first refusal.
+    first_on = {g: min(r.sent for r in refused if r.gateway == g) for g in {r.gateway for r in refused}}
     problems = []
-    after = sorted((r for r in mine if first.sent < r.sent < restored_at and r.ok), key=lambda r: r.sent)
+    after = sorted((r for r in mine if r.ok and r.sent < restored_at
+                    and first_on.get(r.gateway, first.sent) < r.sent), key=lambda r: r.sent)
     if after:
-        problems.append(f"{len(after)} request(s) sent after its budget ran out were served (first "
-                        f"{after[0].sent - first.sent:.1f} s after the first refusal)")
+        problems.append(f"{len(after)} request(s) sent after its budget ran out on their replica were served (first "
+                        f"{after[0].sent - first_on.get(after[0].gateway, first.sent):.1f} s after gateway-"
+                        f"{after[0].gateway}'s first refusal)")
     early = len(budget_refusals) - len(refused)
     if early:
         problems.append(f"{early} request(s) refused for its budget before the cap (spent by earlier runs?)")
@@ -310,11 +315,12 @@ def check_budget_exhausted(records: list[Record], plan: Plan, scenario: Scenario
     if late or not back:
         problems.append(f"after the restore, {len(back)} served and {len(late)} refused for its budget")
     in_flight = [r for r in mine if r.sent < first.sent < _ended(r)]
-    seen = (f"{spender} was refused {len(refused)} time(s) for its budget from {first.sent - capped_at:.1f} s after "
-            f"the cap (HTTP {', '.join(sorted({str(r.status) for r in refused}))}: {first.error[:100]}); "
+    replicas = ", ".join(f"gateway-{g} from {at - capped_at:.1f} s" for g, at in sorted(first_on.items()))
+    seen = (f"{spender} was refused {len(refused)} time(s) for its budget ({replicas} after the cap; "
+            f"HTTP {', '.join(sorted({str(r.status) for r in refused}))}: {first.error[:100]}); "
             f"{sum(1 for r in in_flight if r.ok)} of the {len(in_flight)} request(s) in flight then were answered "
             f"(charged: spend-reconciles); {len(back)} served after the restore")
-    return _judged("budget-exhausted", problems, seen, "no request sent after the first refusal was served")
+    return _judged("budget-exhausted", problems, seen, "no request sent after its replica's first refusal was served")
 
 
 CHECKS = {

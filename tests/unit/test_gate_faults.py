@@ -245,7 +245,8 @@ def test_the_budget_scenario_caps_the_first_best_effort_tenant_for_its_middle_st
 def test_a_spent_budget_refused_from_then_on_and_restored_passes(plan):
     check = _budget_check(budget_run(), plan)
     assert check.passed, check
-    assert "globex was refused 18 time(s) for its budget from 9.0 s after the cap (HTTP 422: Budget has" in check.detail
+    assert ("globex was refused 18 time(s) for its budget (gateway-0 from 9.0 s after the cap; HTTP 422: Budget"
+            in check.detail)
     assert "1 of the 1 request(s) in flight then were answered" in check.detail
     assert "10 served after the restore" in check.detail
 
@@ -259,9 +260,27 @@ def test_a_request_sent_while_the_restore_command_ran_may_be_served(plan):
     assert not check_budget_exhausted(records + [spent(RESTORED_AT - 0.5)], plan, run).passed
 
 
+def test_each_replica_is_judged_from_its_own_first_refusal(plan):
+    """Each replica judges the team by its own cached spend: the other may serve a request sent just after
+    the first refusal, as long as it refuses the spender from its own first refusal on."""
+    on_the_other = [dataclasses.replace(spent(24.1), gateway=1),
+                    *(dataclasses.replace(spent(t, status=422, e2e=0.05, error=BUDGET), gateway=1) for t in (25, 27))]
+    check = _budget_check(budget_run() + on_the_other, plan)
+    assert check.passed, check
+    assert "(gateway-0 from 9.0 s, gateway-1 from 10.0 s after the cap;" in check.detail
+    served_again = dataclasses.replace(spent(29), gateway=1)
+    check = _budget_check(budget_run() + on_the_other + [served_again], plan)
+    assert not check.passed and "(first 4.0 s after gateway-1's first refusal)" in check.detail, check
+    # A replica that never refused is judged from the first refusal anywhere: the cap must reach it too.
+    never = [dataclasses.replace(spent(t), gateway=1) for t in (24.1, 30)]
+    check = _budget_check(budget_run() + never, plan)
+    assert not check.passed and "2 request(s) sent after its budget ran out" in check.detail, check
+
+
 @pytest.mark.parametrize(("change", "says"), [
     (lambda run: [r for r in run if r.status != 422], "globex's budget never ran out"),
-    (lambda run: run + [spent(40)], "1 request(s) sent after its budget ran out were served (first 16.0 s after"),
+    (lambda run: run + [spent(40)],
+     "1 request(s) sent after its budget ran out on their replica were served (first 16.0 s after gateway-0's"),
     (lambda run: run + [spent(30, status=500, error="Internal Server Error")], "failed otherwise (first: HTTP 500"),
     (lambda run: run + [spent(30, status=0, error="ReadTimeout")], "failed otherwise (first: HTTP 0 ReadTimeout"),
     (lambda run: [r for r in run if r.sent < RESTORED_AT], "after the restore, 0 served"),
@@ -269,7 +288,7 @@ def test_a_request_sent_while_the_restore_command_ran_may_be_served(plan):
     (lambda run: run + [spent(5, status=400, error=BUDGET)], "1 request(s) refused for its budget before the cap"),
     # Records are in the order they ended: a refusal sent first but ended last is still the first.
     (lambda run: run + [spent(23.0, status=422, e2e=30.0, error=BUDGET), spent(23.2, e2e=0.5)],
-     "2 request(s) sent after its budget ran out were served (first 0.2 s after"),
+     "2 request(s) sent after its budget ran out on their replica were served (first 0.2 s after"),
 ])
 def test_each_budget_loss_fails(plan, change, says):
     check = _budget_check(change(budget_run()), plan)
