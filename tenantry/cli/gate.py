@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from tenantry.cli.output import EXIT_INVALID_SPEC, add_command, print_error, print_spec_error, stdout_console
 from tenantry.findings import PlanRefused, SpecError
-from tenantry.gate.scenarios import FAULTS, RESTORES, SCENARIOS
+from tenantry.gate.scenario_model import FAULTS, RESTORES
+from tenantry.gate.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
     from tenantry.gate.run import Prepared

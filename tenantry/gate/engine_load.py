@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tenantry.gate.scenarios import Scenario
+from tenantry.gate.scenario_model import Scenario
 
 SAMPLE_EVERY_SECONDS = 1.0
 ENGINES_JSONL = "engines.jsonl"

@@ -8,9 +8,10 @@ import re
 import statistics
 
 from tenantry.gate.records import Record
-from tenantry.gate.scenarios import OUTAGE_SECONDS, Fault, Scenario
+from tenantry.gate.scenario_model import Fault, Scenario
+from tenantry.gate.scenarios import OUTAGE_SECONDS
 from tenantry.gate.spend import KILL_SETTLE_SECONDS
-from tenantry.gate.verdict import Check, is_shed
+from tenantry.gate.verdict import Check, is_shed, served_by
 from tenantry.gateway.tenant_policy_ledger import LEASE_SECONDS, RENEW_EVERY_SECONDS
 from tenantry.plan.model import Plan
 
@@ -63,11 +64,6 @@ def unexplained_refusals(records: list[Record], plan: Plan) -> list[Record]:
         if holding < limits[refusal.tenant]:
             unexplained.append(refusal)
     return unexplained
-
-
-def served_by(plan: Plan, engine: str) -> set[str]:
-    """What a client asks for to reach an engine: its model and its adapters."""
-    return {engine, *(a.name for a in plan.engine(engine).lora.adapters)}
 
 
 ENGINE_FAULTS = {"stop-engine": STOP_SETTLE_SECONDS, "kill-engine": KILL_SETTLE_SECONDS}

@@ -21,11 +21,10 @@ from tenantry.gate import profiles
 from tenantry.gate.engine_load import busy_by_stage, sample_engines, write_samples
 from tenantry.gate.records import (VERDICT_JSON, Record, error_message, retry_after_seconds, token_gaps,
                                    write_records)
-from tenantry.gate.fault_checks import served_by
-from tenantry.gate.scenarios import MID_STREAM_WAIT_SECONDS, Fault, Scenario, Stage, with_stage_seconds
+from tenantry.gate.scenario_model import MID_STREAM_WAIT_SECONDS, Fault, Scenario, Stage, with_stage_seconds
 from tenantry.gate.scenarios import scenario as build_scenario
 from tenantry.gate.target import run_fault_command
-from tenantry.gate.verdict import REROUTE_HEADER, SHED_HEADER, verdict
+from tenantry.gate.verdict import REROUTE_HEADER, SHED_HEADER, served_by, verdict
 from tenantry.plan.model import Plan, TrafficPlan
 from tenantry.showback import ModelPrice, model_prices
 from tenantry.stacks import plan_stack

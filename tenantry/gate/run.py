@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tenantry.gate.records import RUN_JSON, VERDICT_JSON, WARM_UP_JSONL, Record, read_records, write_jsonl
 from tenantry.gate.report import RunView, load_cell, ms, tier_tokens, ttft_comparison, write_report
-from tenantry.gate.scenarios import Scenario
+from tenantry.gate.scenario_model import Scenario
 from tenantry.gate.target import GateError, Target, read_keys
 from tenantry.plan.model import Plan
 
@@ -49,7 +49,7 @@ def prepare(stack: str, scenario_name: str, *, short: bool, tenant: str | None,
             repeat_prompts: bool = False) -> Prepared:
     """The stack's plan (it must fit) and the scenario built from it, before any target is made;
     `repeat_prompts` sends every earlier run's prompts instead of the run's own (Scenario.repeat_prompts)."""
-    from tenantry.gate.scenarios import ScenarioError
+    from tenantry.gate.scenario_model import ScenarioError
     from tenantry.gate.scenarios import scenario as build_scenario
     from tenantry.stacks import plan_stack, require_fit, stack_path
 

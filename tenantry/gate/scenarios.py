@@ -12,135 +12,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 
+from tenantry.gate.scenario_model import MID_STREAM_OUTPUT_SCALE, Fault, Load, Scenario, ScenarioError, Stage
 from tenantry.plan.model import Plan, TenantPlan
-
-
-@dataclass(frozen=True)
-class Load:
-    users: int
-    """Concurrent users; each has at most one request in flight."""
-    rate: float
-    """The tenant's offered requests per second over all its users; 0: back to back."""
-
-
-FAULTS = ("stop-engine", "kill-engine", "kill-gateway", "stop-postgres", "stop-redis", "exhaust-budget")
-"""What a stage can do to the stack as it starts. A target runs each with its own command
-(tenantry/gate/target.py, Target.fault_commands); a fault in RESTORES is undone by the command named
-there after the fault's seconds."""
-RESTORES = {"stop-postgres": "start-postgres", "stop-redis": "start-redis", "exhaust-budget": "restore-budget"}
-MID_STREAM_WAIT_SECONDS = 20.0
-"""The longest a mid-stream fault waits for a stream under way before it is done anyway."""
-MID_STREAM_OUTPUT_SCALE = 24.0
-"""A mid-stream fault's scenario asks for answers this many times the typical length, so that a
-stream just started is still under way when the fault lands: the local stack's 48-token answers
-took under a second, and a kill through supervisorctl took up to 16 s under the gate's load (1,152
-tokens take 12 to 20 s there)."""
-
-
-@dataclass(frozen=True)
-class Fault:
-    kind: str
-    subject: str = ""
-    """The engine (stop-engine, kill-engine), the gateway replica's index (kill-gateway) or the tenant
-    (exhaust-budget)."""
-    seconds: float | None = None
-    """How long before it is undone (RESTORES); None: the platform brings it back
-    (a killed process is restarted by its supervisor), or the gate after the run (a stopped engine)."""
-    mid_stream: bool = False
-    """Wait, at most MID_STREAM_WAIT_SECONDS, until a stream to the subject engine has just had its
-    first token, so that the fault cuts one under way rather than whatever chance has in flight."""
-
-    @property
-    def restore(self) -> str | None:
-        return RESTORES.get(self.kind) if self.seconds is not None else None
-
-    def describe(self) -> str:
-        what = f"{self.kind} {self.subject}".strip()
-        return f"{what} for {self.seconds:g} s" if self.seconds is not None else what
-
-
-@dataclass(frozen=True)
-class Stage:
-    name: str
-    seconds: float
-    loads: dict[str, Load]
-    fault: Fault | None = None
-    """Done to the stack as the stage starts."""
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    summary: str
-    stages: tuple[Stage, ...]
-    checks: tuple[str, ...] = ()
-    """Scenario checks beyond each tenant's SLO (verdict.CHECKS)."""
-    not_judged: tuple[str, ...] = ()
-    """Tenants pushed beyond their contract on purpose: reported, not held to their SLO."""
-    stream_all: bool = False
-    """Stream every request, batch ones too, so that first tokens are timed exactly."""
-    output_scale: float = 1.0
-    """Every answer this many times its tenant's typical length (within its cap)."""
-    output_scales: dict[str, float] = field(default_factory=dict)
-    """Per tenant, instead of output_scale."""
-    cache_probes: tuple[tuple[str, str, str], ...] = ()
-    """(first tenant, second tenant, model): the same fresh prompt from one, then the other."""
-    repeat_prompts: bool = False
-    """Send the same prompts as every earlier run (warm: engines still hold them in their prefix caches)
-    instead of prompts drawn afresh for this run (cold, the default: only what the run itself shares, such
-    as a tenant's RAG document, can be cached) (docs/decisions.md: Each gate run draws its own prompts)."""
-    subject: dict[str, str] = field(default_factory=dict)
-    """The tenants and engines a scenario is about (aggressor, victim, engine, ...)."""
-    fault_times: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """For each kind of fault, when its command started and when it returned (the fault was in effect
-    by then), in seconds into the run, as the run recorded them; empty as built (a mid-stream fault
-    starts after its stage does, and a command under load takes seconds)."""
-
-    def output_scale_of(self, tenant: str) -> float:
-        return self.output_scales.get(tenant, self.output_scale)
-
-    @property
-    def seconds(self) -> float:
-        return sum(stage.seconds for stage in self.stages)
-
-    def fault_at(self, kind: str) -> tuple[Fault, float] | None:
-        """The first fault of this kind and when it was done (seconds into the run): as recorded by
-        the run, or else as its stage starts."""
-        start = 0.0
-        for stage in self.stages:
-            if stage.fault and stage.fault.kind == kind:
-                return stage.fault, self.fault_times.get(kind, (start, start))[0]
-            start += stage.seconds
-        return None
-
-    def fault_done(self, kind: str) -> float | None:
-        """When the fault's command returned, as recorded by the run, or else when it started."""
-        found = self.fault_at(kind)
-        return None if found is None else self.fault_times.get(kind, (found[1], found[1]))[1]
-
-    def stage_at(self, elapsed: float) -> Stage | None:
-        for stage in self.stages:
-            if elapsed < stage.seconds:
-                return stage
-            elapsed -= stage.seconds
-        return None
-
-
-def with_stage_seconds(scenario: Scenario, seconds: list[float] | None) -> Scenario:
-    """The scenario with its stages lasting `seconds` (None: as built): Locust rebuilds a scenario
-    by name and runs it as the gate was given it (benchmarks/gateway_soak.py stretches the flood)."""
-    if not seconds:
-        return scenario
-    if len(seconds) != len(scenario.stages):
-        raise ValueError(f"scenario {scenario.name} has {len(scenario.stages)} stages, not {len(seconds)}")
-    return replace(scenario, stages=tuple(replace(stage, seconds=float(s))
-                                          for stage, s in zip(scenario.stages, seconds, strict=True)))
-
-
-class ScenarioError(ValueError):
-    """The stack has nothing this scenario can exercise (for example, no spot tenant)."""
 
 
 def steady_load(tenant: TenantPlan) -> Load:
@@ -190,6 +64,67 @@ def noisy_neighbour(plan: Plan, short: bool, tenant: str | None = None) -> Scena
         "tenants run steady, first alone",
         (Stage("alone", seconds[0], alone), Stage("flood", seconds[1], flood)),
         not_judged=(aggressor.name,), subject={"aggressor": aggressor.name})
+
+
+def _overflowing(plan: Plan, name: str | None) -> tuple[TenantPlan, str]:
+    """The guaranteed tenant with an overload fallback (or `name`), and the engine of its traffic on which it
+    reserves less than its concurrency, the one with the most of its traffic: there, and only there, its
+    requests beyond the reservation may find no room and be rerouted."""
+    candidates = [plan.tenant(name)] if name else [t for t in _guaranteed(plan, "noisy-neighbour-overload")
+                                                   if t.overload_fallback]
+    for tenant in candidates:
+        if tenant.tier != "guaranteed" or not tenant.overload_fallback:
+            raise ScenarioError(f"scenario noisy-neighbour-overload needs a guaranteed tenant with an overload "
+                                f"fallback; {tenant.name} is {tenant.tier} and lists "
+                                f"{', '.join(tenant.overload_fallback) or 'none'}")
+        shares: dict[str, float] = {}
+        for route in tenant.traffic:
+            if route.engine not in tenant.overload_fallback:
+                shares[route.engine] = shares.get(route.engine, 0.0) + route.share
+        below = [e for e in sorted(shares, key=lambda e: -shares[e])
+                 if _reserved(plan, tenant, e) < tenant.max_concurrency]
+        if below:
+            return tenant, below[0]
+        if name:
+            raise ScenarioError(f"scenario noisy-neighbour-overload: {tenant.name} reserves all "
+                                f"{tenant.max_concurrency} of its concurrency on every engine it sends to, so capacity "
+                                f"never refuses it there "
+                                f"and its overload fallback is never needed: send part of its traffic to another "
+                                f"engine (tenants[].traffic)")
+    raise ScenarioError(f"scenario noisy-neighbour-overload needs a guaranteed tenant with an overload fallback that "
+                        f"reserves less than its concurrency on an engine it sends to; stack {plan.stack} has none "
+                        f"(tenants[].overload_fallback, tenants[].traffic)")
+
+
+def _reserved(plan: Plan, tenant: TenantPlan, engine: str) -> int:
+    return sum(r.slots for r in plan.engine(engine).slots.reserved if r.tenant == tenant.name)
+
+
+def noisy_neighbour_overload(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
+    """noisy-neighbour's variant for overload fallback: the guaranteed tenant sends at its full concurrency,
+    back to back, first alone; then the others fill its engine's unreserved slots (best-effort at its full
+    concurrency, spot flooding at 5x), so that its requests beyond its reservation there find no room and its
+    overload fallback serves them. Latency is reported, not judged (every tenant is past its contract share on
+    one engine); the check judges that nothing of the victim's was refused or failed and the fallback served."""
+    victim, engine = _overflowing(plan, tenant)
+    on_engine = [t for t in plan.tenants if t.name != victim.name and any(r.engine == engine for r in t.traffic)]
+    alone = {victim.name: Load(victim.max_concurrency, 0)}
+    saturated = dict(alone)
+    for other in on_engine:
+        if other.tier == "spot":
+            saturated[other.name] = _scaled(other, 5)
+        elif other.tier == "best-effort":
+            saturated[other.name] = Load(other.max_concurrency, 0)
+        else:
+            saturated[other.name] = steady_load(other)
+    seconds = (15, 45) if short else (60, 240)
+    return Scenario(
+        "noisy-neighbour-overload", f"{victim.name} (guaranteed) at its full concurrency, first alone; then the "
+        f"others fill {engine}'s unreserved slots, and what does not fit {victim.name}'s reservation there must be "
+        f"served by its overload fallback ({', '.join(victim.overload_fallback)})",
+        (Stage("alone", seconds[0], alone), Stage("saturated", seconds[1], saturated)),
+        checks=("overload-fallback",), not_judged=tuple(t.name for t in plan.tenants),
+        subject={"victim": victim.name, "engine": engine})
 
 
 def over_quota(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
@@ -354,6 +289,7 @@ def ramp(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
 SCENARIOS: dict[str, Callable[[Plan, bool, str | None], Scenario]] = {
     "steady": steady,
     "noisy-neighbour": noisy_neighbour,
+    "noisy-neighbour-overload": noisy_neighbour_overload,
     "over-quota": over_quota,
     "priority-ordering": priority_ordering,
     "engine-failure": engine_failure,

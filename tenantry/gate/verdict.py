@@ -13,10 +13,11 @@ free slot) is an error: its reservation was not kept.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from tenantry.gate.records import Record
-from tenantry.gate.scenarios import Scenario
+from tenantry.gate.scenario_model import Scenario
 from tenantry.plan.model import Plan, TenantPlan
 
 SHED_HEADER = "X-Tenantry-Shed"
@@ -41,6 +42,11 @@ def percentile(values: list[float], q: float) -> float | None:
     low = int(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def served_by(plan: Plan, engine: str) -> set[str]:
+    """What a client asks for to reach an engine: its model and its adapters."""
+    return {engine, *(a.name for a in plan.engine(engine).lora.adapters)}
 
 
 def is_shed(record: Record) -> bool:
@@ -272,7 +278,47 @@ def check_ramp(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
     return Check("ramp", step > 1.0, detail)
 
 
+def check_overload_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
+    """noisy-neighbour-overload's victim: none of its requests to the engine the others filled refused for
+    capacity (a 429 with X-Tenantry-Shed) and none failed; some rerouted while the others filled it
+    (X-Tenantry-Rerouted), each served by a model of its overload fallback. Its requests asked of its other
+    engines are reported: there it may send beyond what its traffic share reserved (its concurrency times the
+    share, rounded up), and capacity may refuse that, as the Plan says."""
+    victim, engine = plan.tenant(scenario.subject["victim"]), scenario.subject["engine"]
+    mine = [r for r in records if r.tenant == victim.name]
+    crowded = [r for r in mine if r.sent >= scenario.stages[0].seconds and r.target in served_by(plan, engine)]
+    shed = [r for r in mine if is_shed(r) and r.target in served_by(plan, engine)]
+    shed_elsewhere = [r for r in mine if is_shed(r) and r not in shed]
+    failed = [r for r in mine if not r.ok and r.status != 429]
+    rerouted = [r for r in mine if r.ok and r.rerouted]
+    elsewhere = [r for r in rerouted if r.served_by not in victim.overload_fallback]
+    reasons = Counter(r.rerouted.rpartition(" (")[2].rstrip(")") for r in rerouted)
+    others_shed = Counter(r.shed for r in records if r.tenant != victim.name and is_shed(r))
+    problems = []
+    if shed:
+        problems.append(f"{len(shed)} of its request(s) refused for capacity (first: {shed[0].error[:100]})")
+    if failed:
+        problems.append(f"{len(failed)} of its request(s) failed (first: HTTP {failed[0].status} "
+                        f"{failed[0].error[:100]})")
+    if not rerouted:
+        problems.append(f"none of its requests was rerouted: {engine} never ran out of room for it")
+    if elsewhere:
+        problems.append(f"{len(elsewhere)} rerouted answer(s) served by a model outside its overload fallback (first: "
+                        f"{elsewhere[0].rerouted})")
+    seen = (f"{victim.name} sent {len(mine)} requests, {len(crowded)} to {engine} while the others filled it: "
+            f"{len(rerouted)} rerouted ({', '.join(f'{n} for {why}' for why, n in reasons.most_common()) or 'none'}) "
+            f"and served by {', '.join(sorted({r.served_by for r in rerouted})) or 'nobody'}, "
+            f"{len(rerouted) / len(crowded) if crowded else 0:.0%} of those; the others were refused for capacity "
+            f"{sum(others_shed.values())} time(s) ({', '.join(f'{n} {why}' for why, n in others_shed.most_common())})")
+    if shed_elsewhere:
+        seen += (f"; {len(shed_elsewhere)} of {victim.name}'s requests to its other engines were refused for capacity "
+                 f"beyond their reservation there (first: {shed_elsewhere[0].error[:100]})")
+    detail = "; ".join([*problems, seen]) if problems else f"{seen}; none to {engine} refused for capacity, none failed"
+    return Check("overload-fallback", not problems, detail)
+
+
 CHECKS = {
+    "overload-fallback": check_overload_fallback,
     "over-quota": check_over_quota,
     "priority-ordering": check_priority,
     "cache-isolation": check_cache,

@@ -58,7 +58,7 @@ def start_supervisor(layout: Layout) -> None:
 
 
 def fault_commands(layout: Layout) -> dict[str, str]:
-    """The gate's faults on this stack (tenantry.gate.scenarios.FAULTS), as shell commands with an
+    """The gate's faults on this stack (tenantry.gate.scenario_model.FAULTS), as shell commands with an
     {engine} or {replica} placeholder. A killed process is started again by supervisord, as a
     crashed one would be; a stopped one waits for its start command (or the gate's restore)."""
     ctl = f"{shlex.quote(str(SUPERVISORCTL))} -c {shlex.quote(str(layout.supervisor_conf))}"

@@ -1,7 +1,8 @@
 """The gate's fault scenarios against the tests' stack (two gateway replicas sharing Redis and
 PostgreSQL), each in its short version through `tenantry gate`, as QA runs it: what a killed
 gateway replica, a PostgreSQL outage, a Redis outage and a budget spent mid-run cost the tenants, and
-whether every tenant was still charged what it was served. The stack is healthy again after each
+whether every tenant was still charged what it was served; and noisy-neighbour-overload, whose guaranteed
+tenant finds its engine full and is served by its overload fallback. The stack is healthy again after each
 (supervisord restarts a killed process; the scenarios start PostgreSQL and Redis again, and restore the
 budget)."""
 
@@ -64,10 +65,10 @@ def _wait_until_every_gateway_is_ready(stack) -> None:
             time.sleep(2)
 
 
-def _passes(stack, tmp_path, scenario: str) -> tuple[dict, object]:
-    """The scenario's verdict and folder; its own check and spend-reconciles passed."""
+def _passes(stack, tmp_path, scenario: str, check: str = "") -> tuple[dict, object]:
+    """The scenario's verdict and folder; its own check (named after it, or `check`) and spend-reconciles passed."""
     code, output, verdict, out = _gate(stack, tmp_path, scenario)
-    for name in (scenario, "spend-reconciles"):
+    for name in (check or scenario, "spend-reconciles"):
         assert _check(verdict, name)["passed"], _check(verdict, name)
         assert f"check {name}: PASS" in output
     assert code == 0
@@ -108,3 +109,14 @@ def test_a_budget_spent_mid_run_refuses_the_tenant_on_both_replicas_until_restor
     refused_on = {r["gateway"] for r in _records(out)
                   if r["tenant"] == "globex" and r["status"] in (400, 422)}
     assert refused_on == {0, 1}, refused_on  # both replicas refused it
+
+
+def test_a_guaranteed_tenant_whose_engine_the_others_fill_is_served_by_its_overload_fallback(stack, tmp_path):
+    """acme reserves 3 of its 4 sequences on tiny (tests/local/stack.yaml); globex back to back and initech
+    flooding fill tiny's unreserved slots, so acme's fourth request there finds no room: its overload fallback,
+    micro, serves it, and none of acme's requests is refused or fails (the overload-fallback check)."""
+    verdict, out = _passes(stack, tmp_path, "noisy-neighbour-overload", check="overload-fallback")
+    rerouted = [r for r in _records(out) if r["tenant"] == "acme" and r["rerouted"]]
+    assert rerouted and {r["served_by"] for r in rerouted} == {"micro"}, rerouted[:3]
+    assert all(r["rerouted"].startswith(("tiny -> micro (", "acme-support -> micro (")) for r in rerouted), rerouted[:3]
+    assert all(r["stage"] == "saturated" for r in rerouted), [r["stage"] for r in rerouted]  # never when alone

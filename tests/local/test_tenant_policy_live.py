@@ -289,19 +289,19 @@ def test_spot_runs_at_most_its_tiers_cap_on_the_engine_as_vllm_counts_it(stack):
 
 
 def test_a_request_its_engine_has_no_room_for_is_served_by_the_tenants_overload_fallback(stack):
-    """globex (best-effort) lists micro as its overload fallback (tests/local/stack.yaml). tiny's four unreserved
-    slots held open, three by spot (its tier's cap) and one by globex: globex's next requests to tiny, plain and
-    streamed, are served by micro (vLLM's own count; LiteLLM names the model asked for on the answer), say so in
-    X-Tenantry-Rerouted, and are counted; none is refused."""
+    """globex (best-effort) lists micro as its overload fallback (tests/local/stack.yaml). tiny's five unreserved
+    slots held open, three by spot (its tier's cap) and two by globex: globex's next requests to tiny, plain and
+    streamed (its third in flight), are served by micro (vLLM's own count; LiteLLM names the model asked for on the
+    answer), say so in X-Tenantry-Rerouted, and are counted; none is refused."""
     plan = plan_stack(str(SPEC))
-    assert plan.tenant("globex").overload_fallback == ("micro",) and plan.engine("tiny").slots.shared == 4
+    assert plan.tenant("globex").overload_fallback == ("micro",) and plan.engine("tiny").slots.shared == 5
     _warm(stack, ("initech", 0), ("globex", 0))
     hold = {"model": "tiny", "messages": [{"role": "user", "content": "hold"}], "max_tokens": 1800,
             "ignore_eos": True, "stream": True}
     ask = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     before = gateway_metric(stack, "tenantry_gateway_rerouted_total", by="to", tenant="globex").get("micro", 0.0)
     micro_served = stack.engine_metric("micro", "vllm:request_success_total")
-    holders = [stack.client("initech") for _ in range(3)] + [stack.client("globex")]
+    holders = [stack.client("initech") for _ in range(3)] + [stack.client("globex") for _ in range(2)]
     try:
         with contextlib.ExitStack() as held, stack.client("globex") as globex:
             lines = []  # each stream's reader kept: a reader dropped closes its stream, and the gateway frees its slot

@@ -159,7 +159,7 @@ def test_an_engine_error_of_a_guaranteed_request_is_reported_not_judged(plan):
 
 
 def test_a_scenario_runs_with_the_stage_lengths_the_gate_was_given(plan):
-    from tenantry.gate.scenarios import with_stage_seconds
+    from tenantry.gate.scenario_model import with_stage_seconds
 
     built = scenario("redis-outage", plan, short=True)
     assert with_stage_seconds(built, None) is built

@@ -95,7 +95,7 @@ def test_the_local_target_does_every_fault_through_its_own_supervisor_and_the_bu
     import shlex
     import sys
 
-    from tenantry.gate.scenarios import FAULTS, RESTORES
+    from tenantry.gate.scenario_model import FAULTS, RESTORES
     from tenantry.local.budget import budget_commands
     from tenantry.local.supervisor import SUPERVISORCTL, fault_commands
 

@@ -1,0 +1,88 @@
+"""noisy-neighbour-overload: a guaranteed tenant whose engine the others fill is served by its overload
+fallback (tenantry/gate/scenarios.py builds it, tenantry/gate/verdict.py's check_overload_fallback judges it)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tenantry.gate.records import Record
+from tenantry.gate.scenario_model import Load, Scenario, ScenarioError
+from tenantry.gate.scenarios import scenario
+from tenantry.gate.verdict import verdict
+from tenantry.plan.model import Plan, Reservation
+from tenantry.stacks import plan_stack
+from tests.unit.test_gate_verdict import request
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def local():
+    return plan_stack(ROOT / "stacks" / "local.yaml")
+
+
+def test_noisy_neighbour_overload_crowds_the_victims_engine_and_refuses_stacks_that_cannot_reroute(local):
+    tests_stack = plan_stack(ROOT / "tests" / "local" / "stack.yaml")
+    run = scenario("noisy-neighbour-overload", tests_stack, short=True)
+    assert run.subject == {"victim": "acme", "engine": "tiny"}  # acme reserves 3 of its 4 there
+    alone, crowded = run.stages
+    assert alone.loads == {"acme": Load(4, 0)}
+    # Only tiny's tenants join: best-effort back to back at its concurrency, spot flooding at 5x.
+    assert crowded.loads["globex"] == Load(3, 0) and crowded.loads["initech"].users == 20
+    assert set(crowded.loads) == {"acme", "globex", "initech"}
+    with pytest.raises(ScenarioError, match="stack local has none"):
+        scenario("noisy-neighbour-overload", local)  # acme reserves all 4 of its concurrency on tiny
+    with pytest.raises(ScenarioError, match="globex is best-effort"):
+        scenario("noisy-neighbour-overload", tests_stack, tenant="globex")
+    whole = dataclasses.replace(tests_stack.tenant("acme"), traffic=tuple(
+        r for r in tests_stack.tenant("acme").traffic if r.engine == "tiny"))
+    no_room = dataclasses.replace(tests_stack, tenants=tuple(whole if t.name == "acme" else t
+                                                             for t in tests_stack.tenants))
+    no_room = dataclasses.replace(no_room, engines=tuple(
+        dataclasses.replace(e, slots=dataclasses.replace(e.slots, reserved=(Reservation(tenant="acme", slots=4),)))
+        if e.name == "tiny" else e for e in no_room.engines))
+    with pytest.raises(ScenarioError, match="acme reserves all 4 of its concurrency on every engine it sends to"):
+        scenario("noisy-neighbour-overload", no_room, tenant="acme")
+
+
+def _overload_run(*victims: Record) -> tuple[list[Record], Plan, Scenario]:
+    tests_stack = plan_stack(ROOT / "tests" / "local" / "stack.yaml")
+    run = scenario("noisy-neighbour-overload", tests_stack, short=True)
+    crowd = [request("globex", "best-effort", 20 + i, status=429, error="all 5 unreserved slots are busy",
+                     shed="shared-slots") for i in range(3)]
+    return [request("acme", "guaranteed", i) for i in range(40)] + crowd + list(victims), tests_stack, run
+
+
+def test_overload_fallback_passes_when_the_fallback_served_and_nothing_was_refused():
+    rerouted = request("acme", "guaranteed", 30, rerouted="tiny -> micro (shared-slots)", served_by="micro")
+    records, stack, run = _overload_run(rerouted, dataclasses.replace(rerouted, sent=31))
+    result = verdict(records, stack, run)
+    check = result.checks[0]
+    assert result.passed and check.name == "overload-fallback" and check.passed, check
+    assert ("acme sent 42 requests, 27 to tiny while the others filled it: 2 rerouted (2 for shared-slots) and "
+            "served by micro, 7% of those; the others were refused for capacity 3 time(s) (3 shared-slots)"
+            ) in check.detail
+    # Beyond its reservation on micro (a quarter of 4, one slot) capacity may refuse it there, as the Plan says.
+    on_micro = request("acme", "guaranteed", 32, status=429, target="micro", shed="shared-slots",
+                       error="engine micro: all 3 unreserved slots are busy; guaranteed traffic waits")
+    check = verdict([*records, on_micro], stack, run).checks[0]
+    assert check.passed and "1 of acme's requests to its other engines were refused for capacity" in check.detail
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    ((), "none of its requests was rerouted: tiny never ran out of room for it"),
+    ((request("acme", "guaranteed", 30, status=429, error="all 5 unreserved slots are busy", shed="shared-slots"),),
+     "1 of its request(s) refused for capacity (first: all 5 unreserved"),
+    ((request("acme", "guaranteed", 30, status=500, error="Internal Server Error"),),
+     "1 of its request(s) failed (first: HTTP 500 Internal Server Error)"),
+    ((request("acme", "guaranteed", 30, rerouted="tiny -> tiny (shared-slots)", served_by="tiny"),),
+     "1 rerouted answer(s) served by a model outside its overload fallback (first: tiny -> tiny"),
+])
+def test_overload_fallback_fails_on_a_refusal_a_failure_or_no_reroute(extra, says):
+    rerouted = request("acme", "guaranteed", 31, rerouted="tiny -> micro (shared-slots)", served_by="micro")
+    records, stack, run = _overload_run(*extra, *(() if not extra else (rerouted,)))
+    check = verdict(records, stack, run).checks[0]
+    assert not check.passed and says in check.detail, check
