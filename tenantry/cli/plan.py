@@ -22,6 +22,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                        __doc__, description="Plan a stack.")
     plan.add_argument("stack", metavar="STACK", help="a stack file (stacks/local.yaml) or a stack name (local)")
     plan.add_argument("--json", action="store_true", help="print the whole Plan as JSON (keys in docs/platform.md)")
+    plan.add_argument("--all-tenants", action="store_true",
+                      help="list every tenant in the tables (by default the first 100, with a summary by tier)")
     plan.set_defaults(run=run)
 
 
@@ -36,5 +38,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from tenantry.cli.plan_report import print_plan
 
-        print_plan(stack_plan, stdout_console())
+        print_plan(stack_plan, stdout_console(), all_tenants=args.all_tenants)
     return EXIT_FITS if stack_plan.fits else EXIT_DOES_NOT_FIT

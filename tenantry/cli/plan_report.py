@@ -10,7 +10,7 @@ from rich.text import Text
 
 from tenantry.findings import Finding
 from tenantry.plan import Plan
-from tenantry.plan.model import EnginePlan
+from tenantry.plan.model import EnginePlan, TenantPlan
 from tenantry.plan.tokens import OVERCOMMIT_WARNING
 from tenantry.units import count, human_bytes
 
@@ -46,7 +46,15 @@ def _table(title: str, *columns: str, right: tuple[str, ...] = ()) -> Table:
     return table
 
 
-def print_plan(plan: Plan, console: Console) -> None:
+ENGINE_LABEL_WIDTH, ENGINE_COLUMN_WIDTH = 32, 25
+"""The engines table's label column and each engine's column, in characters (its widest figures)."""
+TENANT_ROWS = 100
+"""Tenants listed one per row by default: a platform selling API access to thousands reads a summary by tier
+and its findings, not ten thousand rows (rendering them took 10 s at 10,000 tenants); `--all-tenants` lists
+every one, and `--json` gives every figure."""
+
+
+def print_plan(plan: Plan, console: Console, all_tenants: bool = False) -> None:
     console.print(
         f"[bold]tenantry plan[/bold] · stack [bold]{plan.stack}[/bold] · Kubernetes {plan.kubernetes_version}"
         f" · MIG strategy {plan.mig_strategy}"
@@ -54,13 +62,24 @@ def print_plan(plan: Plan, console: Console) -> None:
     if plan.description:
         console.print(Text(plan.description, style="dim"))
     console.print(_pools(plan))
-    engines = _table("Engines (memory per GPU or MIG slice)", "", *(e.name for e in plan.engines),
-                     right=tuple(e.name for e in plan.engines))
-    for label, show in _ENGINE_ROWS:
-        engines.add_row(label, *(show(e) for e in plan.engines))
-    console.print(engines)
-    console.print(_tenants(plan))
-    console.print(_tenant_slos(plan))
+    # An engine per column, as many columns as the terminal shows legibly, then the next table.
+    per_table = max(1, (console.width - ENGINE_LABEL_WIDTH) // ENGINE_COLUMN_WIDTH)
+    for first in range(0, len(plan.engines), per_table):
+        group = plan.engines[first:first + per_table]
+        title = "Engines (memory per GPU or MIG slice)" + (
+            f", {first + 1}-{first + len(group)} of {len(plan.engines)}" if len(plan.engines) > per_table else "")
+        engines = _table(title, "", *(e.name for e in group), right=tuple(e.name for e in group))
+        for label, show in _ENGINE_ROWS:
+            engines.add_row(label, *(show(e) for e in group))
+        console.print(engines)
+    listed = plan.tenants if all_tenants else plan.tenants[:TENANT_ROWS]
+    if len(listed) < len(plan.tenants):
+        console.print(_tiers(plan))
+    console.print(_tenants(plan, listed))
+    console.print(_tenant_slos(plan, listed))
+    if len(listed) < len(plan.tenants):
+        console.print(Text(f"The first {len(listed):,} of {len(plan.tenants):,} tenants: every one with "
+                           f"--all-tenants, every figure with --json.", style="dim"))
     print_verdict(plan, console)
 
 
@@ -114,11 +133,24 @@ _ENGINE_ROWS: tuple[tuple[str, Callable[[EnginePlan], str | Text]], ...] = (
 """The engines table's rows, top to bottom: a label and what each engine shows there."""
 
 
-def _tenants(plan: Plan) -> Table:
+def _tiers(plan: Plan) -> Table:
+    """The tenants summed by tier: what a stack too large to list tenant by tenant sells."""
+    tiers = _table("Tenants by tier", "tier (priority)", "tenants", "TPM", "RPM", "concurrency", "reserved",
+                   right=("tenants", "TPM", "RPM", "concurrency", "reserved"))
+    for tier, priority in plan.gateway.tier_priorities:
+        of_tier = [t for t in plan.tenants if t.tier == tier]
+        if of_tier:
+            tiers.add_row(f"{tier} ({priority})", f"{len(of_tier):,}", _k(sum(t.tpm for t in of_tier)),
+                          f"{sum(t.rpm for t in of_tier):,}", f"{sum(t.max_concurrency for t in of_tier):,}",
+                          f"{sum(t.reserved_slots for t in of_tier):,}")
+    return tiers
+
+
+def _tenants(plan: Plan, listed: tuple[TenantPlan, ...]) -> Table:
     tenants = _table("Tenants", "tenant", "tier (priority)", "TPM", "RPM", "concurrency", "reserved", "budget",
                      "cache salt", "isolation", right=("TPM", "RPM", "concurrency", "reserved"))
     dedicated = [e for e in plan.engines if e.dedicated_to]
-    for t in plan.tenants:
+    for t in listed:
         tenants.add_row(t.name, f"{t.tier} ({t.priority})", _k(t.tpm), f"{t.rpm:,}", str(t.max_concurrency),
                         str(t.reserved_slots), f"${t.budget_usd:,.0f} / {t.budget_window}"
                         + (" showback" if t.budget_mode == "showback" else ""), t.cache_salt or "none",
@@ -136,10 +168,10 @@ def _isolation(tenant: str, level: str, dedicated: list[EnginePlan]) -> str:
             + (f" on pool {', '.join(pools)}" if pools else ""))
 
 
-def _tenant_slos(plan: Plan) -> Table:
+def _tenant_slos(plan: Plan, listed: tuple[TenantPlan, ...]) -> Table:
     slos = _table("Tenant SLOs and traffic", "tenant", "TTFT p95", "ITL p95", "errors", "typical in / out", "traffic",
                   right=("TTFT p95", "ITL p95", "errors"))
-    for t in plan.tenants:
+    for t in listed:
         traffic = ", ".join(f"{r.target} {r.share:.0%}" for r in t.traffic[:3])
         if len(t.traffic) > 3:
             traffic += f" (+{len(t.traffic) - 3} more)"

@@ -4,7 +4,9 @@ without starting a process (tests/local and tests/gate run them for real)."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rich.console import Console
+
 from tenantry.cli import main
+from tenantry.cli.plan_report import print_plan
+from tenantry.stacks import plan_stack
 from tests.unit.specs import base_spec, to_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +46,32 @@ def test_tables_show_every_engine_tenant_and_the_verdict(stack, capsys):
     for tenant in spec["tenants"]:
         assert tenant["name"] in out
     assert "FITS" in out and "max_num_seqs" in out and "KV tokens per replica" in out
+
+
+def test_a_stack_of_many_tenants_lists_the_first_hundred_sums_the_tiers_and_splits_the_engines(tmp_path, capsys):
+    """benchmarks/plan_scale.py's synthetic stack, which must also keep fitting (a refused plan stops early
+    and would flatter the benchmark): 150 tenants on two engines."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from plan_scale import synthetic_stack
+
+    spec = tmp_path / "synthetic.yaml"
+    spec.write_text(synthetic_stack(150, 600), encoding="utf-8")
+    assert main(["plan", str(spec)]) == 0
+    out = capsys.readouterr().out
+    listed = out[out.index("\nTenants "):out.index("The first")]
+    assert "tenant-0099" in listed and "tenant-0100" not in listed
+    assert "The first 100 of 150 tenants: every one with --all-tenants, every figure with --json." in out
+    start = out.index("Tenants by tier")
+    tiers = out[start:out.index("\nTenants ", start)]
+    assert re.search(r"guaranteed \(0\)\s+│\s+30 │", tiers) and re.search(r"spot \(100\)\s+│\s+60 │", tiers), tiers
+    assert main(["plan", str(spec), "--all-tenants"]) == 0
+    out = capsys.readouterr().out
+    assert "tenant-0149" in out and "Tenants by tier" not in out and "The first" not in out
+    # Each engine's figures stay legible: a table of as many engines as the terminal's width shows.
+    assert "Engines (memory per GPU or MIG slice)" in out and "slice), 1-" not in out  # two engines, one table
+    narrow = io.StringIO()
+    print_plan(plan_stack(spec), Console(file=narrow, width=60))
+    assert "1-1 of 2" in narrow.getvalue() and "2-2 of 2" in narrow.getvalue()
 
 
 def test_a_plan_that_does_not_fit_exits_1_with_every_reason(tmp_path, capsys):
