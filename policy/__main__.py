@@ -67,6 +67,9 @@ PolicyPack(
                     rules.tensor_parallel_never_on_mig),
         _stack_rule("engines-match-plan", "GPU requests and vLLM arguments equal the Plan.",
                     _against_the_plan(engine_policies.engines_match_the_plan)),
+        _stack_rule("engines-scale-within-plan", "Each autoscaled engine, and only those, has a ScaledObject with the "
+                    "Plan's bounds and the signals its alerts fire on.",
+                    _against_the_plan(engine_policies.engines_scale_within_the_plans_bounds)),
         _stack_rule("custom-resources-after-crds", "Every custom resource depends on the Helm release that "
                     "installs its CRD.", crd_policies.custom_resources_wait_for_their_crds),
         _stack_rule("engine-volumes-hold-checkpoint", "An engine's weights cache claim holds the checkpoint "

@@ -31,6 +31,7 @@ SECTIONS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("engines[].architecture", schema.ArchitectureSpec),
     ("engines[].throughput", schema.ThroughputOverrideSpec),
     ("engines[].lora", schema.LoraSpec),
+    ("engines[].autoscaling", schema.AutoscalingSpec),
     ("engines[].adapters[]", schema.AdapterSpec),
     ("tenants[]", schema.TenantSpec),
     ("tenants[].budget", schema.BudgetSpec),

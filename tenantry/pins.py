@@ -60,6 +60,8 @@ KUBERNETES_SUPPORT: dict[str, tuple[str, str]] = {
     "plugin-barman-cloud": ("1.29", "1.37"),  # kubeVersion >=1.29.0-0
     "cert-manager": ("1.33", "1.36"),
     "metrics-server": ("1.31", "1.37"),  # 0.8.x: 1.31+
+    # kubeVersion >=1.23 (KEDA's docs list 1.33-1.35 as tested for 2.20); 1.37 is the newest tenantry can validate.
+    "keda": ("1.23", "1.37"),
 }
 
 

@@ -107,7 +107,8 @@ def _lora(e: EnginePlan) -> str:
 
 _ENGINE_ROWS: tuple[tuple[str, Callable[[EnginePlan], str | Text]], ...] = (
     ("model", lambda e: f"{e.model} {e.weights}"),
-    ("placement × replicas", lambda e: f"{_placement(e)} × {e.replicas}"),
+    ("placement × replicas", lambda e: f"{_placement(e)} × {e.replicas}"
+     + (f" to {e.autoscaling.max_replicas}" if e.autoscaling else "")),
     ("device memory", lambda e: human_bytes(e.memory.device_bytes)),
     ("weights", lambda e: human_bytes(e.memory.weight_bytes)),
     ("runtime reserve", lambda e: human_bytes(e.memory.reserve_bytes)),

@@ -118,7 +118,8 @@ def _deployment_spec(
 ) -> dict[str, Any]:
     e = args.engine
     return {
-        "replicas": e.replicas,
+        # An autoscaled engine's count is its ScaledObject's: one set here would be put back on every update.
+        **({} if e.autoscaling else {"replicas": e.replicas}),
         "selector": {"matchLabels": selector},
         # No spare GPUs to surge into: replace one replica at a time.
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},

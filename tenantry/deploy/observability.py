@@ -75,6 +75,8 @@ class Observability(pulumi.ComponentResource):
         super().__init__("tenantry:observability:Observability", name, None, opts)
         pin = chart("kube-prometheus-stack")
         self.namespace = pin.namespace
+        # The chart's Prometheus Service, named from its release: admission and KEDA read the engines' load there.
+        self.prometheus_url = f"http://kube-prometheus-stack-prometheus.{self.namespace}.svc:9090"
         # node-exporter needs the host's network and PID namespaces.
         namespace = chart_namespace(f"{name}-namespace", pin, "privileged", self)
         values = deep_merge(pin.values, {"kube-state-metrics": {

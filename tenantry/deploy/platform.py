@@ -13,6 +13,7 @@ import pulumi_random as random
 
 from tenantry.deploy import gateway as gateway_mod
 from tenantry.deploy import redis as redis_mod
+from tenantry.deploy.autoscaling import EngineAutoscaling, EngineAutoscalingArgs
 from tenantry.deploy.common import COMPONENT_LABEL, labels
 from tenantry.deploy.engine import ENGINE_PRIORITY_CLASS, Engine, EngineArgs
 from tenantry.deploy.gateway import GATEWAY_PRIORITY_CLASS, Gateway, GatewayArgs
@@ -86,6 +87,8 @@ class Platform(pulumi.ComponentResource):
             )
             for e in plan.engines
         }
+        EngineAutoscaling(f"{name}-autoscaling", EngineAutoscalingArgs(
+            plan, ns, observability.prometheus_url, {n: e.deployment for n, e in engines.items()}), child)
         keys = self._tenant_keys(name, plan)
         gateway = Gateway(
             f"{name}-gateway",
@@ -95,8 +98,7 @@ class Platform(pulumi.ComponentResource):
                 database_url=postgres.database_url,
                 redis_host=redis.host, redis_port=redis_mod.PORT, redis_password=redis.password.result,
                 tenant_keys=keys,
-                # The chart's Prometheus Service, named from its release.
-                prometheus_url=f"http://kube-prometheus-stack-prometheus.{observability.namespace}.svc:9090",
+                prometheus_url=observability.prometheus_url,
                 monitoring_release=observability.release,
                 metrics_release=metrics_api.release,
             ),

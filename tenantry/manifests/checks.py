@@ -30,6 +30,7 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *engine_policies.engines_match_the_plan(resources, plan),
         *crd_policies.custom_resources_wait_for_their_crds(resources),
         *engine_policies.engine_volumes_hold_their_checkpoint(resources, plan),
+        *engine_policies.engines_scale_within_the_plans_bounds(resources, plan),
         *engine_policies.engines_fetch_nothing_at_start(resources, plan),
         *bucket_policies.bucket_readers_have_an_identity(resources, plan),
         *cluster_policies.node_patches_leave_taints_alone(resources),

@@ -15,6 +15,7 @@ CRD_CHARTS = {
     "barmancloud.cnpg.io": "plugin-barman-cloud",
     "nvidia.com": "gpu-operator",
     "nfd.k8s-sigs.io": "gpu-operator",  # its node-feature-discovery subchart
+    "keda.sh": "keda",
 }
 """The API groups of custom resources, each with the pinned chart (charts/<name>) whose CRDs define it."""
 BUILT_IN_GROUPS = frozenset({

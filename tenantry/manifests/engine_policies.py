@@ -29,9 +29,36 @@ def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
         wanted = {engine.gpu_resource: str(engine.gpu_resource_count)} if engine.gpu_resource else {}
         if gpus != wanted:
             violations.append(f"{deployment.label} requests {gpus}, the plan says {wanted}")
-        if (deployment.props.get("spec") or {}).get("replicas") != engine.replicas:
+        # An autoscaled engine's replicas are its ScaledObject's to set: a count in the Deployment would be put back
+        # on every update (engines_scale_within_the_plans_bounds checks the bounds).
+        wanted_replicas = None if engine.autoscaling else engine.replicas
+        if (deployment.props.get("spec") or {}).get("replicas") != wanted_replicas:
             violations.append(f"{deployment.label} has {deployment.props['spec'].get('replicas')} replicas, "
-                              f"the plan says {engine.replicas}")
+                              f"the plan says {wanted_replicas or 'none (the autoscaler sets them)'}")
+    return violations
+
+
+def engines_scale_within_the_plans_bounds(resources: list[Resource], plan: Plan) -> list[str]:
+    """Every autoscaled engine, and only those, has a ScaledObject on its Deployment with the Plan's bounds and
+    scale-down window, and triggers that are the engine's signals (the queries and thresholds its alerts use)."""
+    from tenantry.deploy.autoscaling import scaled_object_spec
+
+    violations = []
+    scaled = {r.metadata.get("name"): r for r in resources if r.kind == "ScaledObject"}
+    for engine in plan.engines:
+        found = scaled.pop(engine.name, None)
+        if engine.autoscaling is None:
+            continue
+        if found is None:
+            violations.append(f"engine {engine.name} autoscales, but no ScaledObject scales it")
+            continue
+        spec = found.props.get("spec") or {}
+        server = next((t.get("metadata", {}).get("serverAddress", "") for t in spec.get("triggers") or []), "")
+        expected = scaled_object_spec(plan, engine, server)
+        for key in ("scaleTargetRef", "minReplicaCount", "maxReplicaCount", "advanced", "triggers"):
+            if spec.get(key) != expected[key]:
+                violations.append(f"{found.label} has {key} {spec.get(key)}, the plan says {expected[key]}")
+    violations += [f"{r.label} scales {r.metadata.get('name')}, which the plan does not autoscale" for r in scaled.values()]
     return violations
 
 

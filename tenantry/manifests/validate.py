@@ -1,7 +1,7 @@
 """Rendered manifests against the Kubernetes schemas of the stack's version
-(kubernetes-validate, strict: unknown fields are errors), and the custom
-resources tenantry creates against their structure (no schema ships for
-them offline)."""
+(kubernetes-validate, strict: unknown fields are errors); custom resources
+against the CRD schema pinned beside their chart where there is one
+(crd_schemas.py), and otherwise against their structure."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 import kubernetes_validate
 
+from tenantry.manifests.crd_schemas import crd_problems, pinned_crd_schemas
 from tenantry.manifests.offline import redacted
 
 DURATION = re.compile(r"^(\d+(ms|s|m|h))+$")
@@ -134,6 +135,10 @@ def validate_manifests(manifests: list[dict[str, Any]], kubernetes_version: str)
     for obj in manifests:
         meta = obj.get("metadata") or {}
         where = f"{obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
+        crd_schema = pinned_crd_schemas().get((obj.get("apiVersion", ""), obj.get("kind", "")))
+        if crd_schema is not None:
+            problems += crd_problems(obj, where, crd_schema)
+            continue
         custom = CUSTOM_RESOURCES.get((obj.get("apiVersion", ""), obj.get("kind", "")))
         if custom is not None:
             custom(obj, where, problems)

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from tenantry.monitoring.records import BURN_WINDOWS, RECORDS, from_team, record_groups
+from tenantry.monitoring.signals import EngineSignal, engine_signals
 from tenantry.plan.model import EnginePlan, Plan
 
 P95_ERROR_BUDGET = 0.05
@@ -191,19 +192,17 @@ def _tenant_alerts(plan: Plan) -> list[dict[str, Any]]:
 
 def _engine_alerts(plan: Plan, e: EnginePlan) -> list[dict[str, Any]]:
     """Engine series are selected by their scrape job, the engine's Service on Kubernetes and its
-    job name on the local stack."""
+    job name on the local stack; the queue, KV cache and TTFT alerts fire on the signals KEDA scales
+    autoscaled engines on (tenantry/monitoring/signals.py)."""
     job = f'job="{e.name}"'
     who = {"engine": e.name, "pool": e.pool}
     adapters = "|".join(a.name for a in e.lora.adapters)
-    tightest_ttft = min((t.ttft_p95_ms for t in plan.tenants if t.name in e.tenants), default=None)
+    signals = {s.alert: s for s in engine_signals(plan, e)}
     rules = [
         _alert(plan, "EngineDown", f"max by (job) (up{{{job}}}) == 0\nor absent(up{{{job}}})\n"
                f'or max by (deployment) (kube_deployment_status_replicas_available{{deployment="{e.name}"}}) == 0',
                wait="1m", labels=who),
-        _alert(plan, "EngineQueueBacklog", f"max by (job) (vllm:num_requests_waiting{{{job}}}) > "
-               f"{plan.gateway.shed_best_effort_at_waiting}", wait="10m", labels=who),
-        _alert(plan, "EngineKvCacheFull", f"max by (job) (vllm:kv_cache_usage_perc{{{job}}}) > "
-               f"{plan.gateway.shed_best_effort_at_kv_usage:g}", wait="15m", labels=who),
+        *(_signal_alert(plan, signals[name], who) for name in ("EngineQueueBacklog", "EngineKvCacheFull")),
         _alert(plan, "EnginePreemptionsRising", f"sum by (job) (rate(vllm:num_preemptions_total{{{job}}}[15m])) > 0",
                wait="15m", labels=who),
     ]
@@ -213,12 +212,15 @@ def _engine_alerts(plan: Plan, e: EnginePlan) -> list[dict[str, Any]]:
             f'label_replace(sum by (model_group) (rate(litellm_deployment_failure_responses_total'
             f'{{model_group=~"{adapters}", exception_status="404"}}[5m])), "adapter", "$1", "model_group", "(.+)") > 0',
             wait="5m", labels=who))
-    if tightest_ttft is not None:
-        rules.append(_alert(
-            plan, "EngineTtftHigh", "histogram_quantile(0.95, sum by (job, le) "
-            f"(rate(vllm:time_to_first_token_seconds_bucket{{{job}}}[10m]))) > {tightest_ttft / 1000:g}",
-            wait="10m", labels=who))
+    if "EngineTtftHigh" in signals:
+        rules.append(_signal_alert(plan, signals["EngineTtftHigh"], who))
     return rules
+
+
+
+
+def _signal_alert(plan: Plan, signal: EngineSignal, who: dict[str, str]) -> dict[str, Any]:
+    return _alert(plan, signal.alert, f"{signal.query} > {signal.threshold:g}", wait=signal.wait, labels=who)
 
 
 def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:

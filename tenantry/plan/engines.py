@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tenantry.catalog.gpus import GPU_TYPES, WHOLE_GPU_RESOURCE, MigProfile, mig_resource
 from tenantry.catalog.models import Architecture, estimate_parameters, is_gated
+from tenantry.plan.autoscaling import plan_autoscaling
 from tenantry.plan.lora import plan_lora
 from tenantry.plan.memory import kv_block_size, plan_gpu_budget, plan_kv, plan_memory
 from tenantry.plan.model import EnginePlan, PlacementKind
@@ -47,6 +48,7 @@ def plan_engine(
         notes.warn(None, "no tenant sends traffic here and it is no fallback target")
     tokens = plan_tokens(engine, arch, gpu, mig, pool.gpu_hour_price_usd, routes, notes)
     resource, resource_count = _gpu_resource(placement, mig, engine.placement.tensor_parallel)
+    pod = plan_pod(engine.placement.tensor_parallel, placement, budget.download_bytes, lora)
     return EnginePlan(
         name=engine.name,
         model=resolved.name,
@@ -70,8 +72,9 @@ def plan_engine(
         slots=slots,
         lora=lora,
         tokens=tokens,
-        pod=plan_pod(engine.placement.tensor_parallel, placement, budget.download_bytes, lora),
+        pod=pod,
         tenants=tuple(dict.fromkeys(r.tenant.name for r in routes)),
+        autoscaling=plan_autoscaling(engine, placement == "cpu", pod.startup_seconds, notes),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from tenantry.catalog.throughput import SizeClass
 from tenantry.findings import Finding
+from tenantry.plan.autoscaling import AutoscalingPlan
 from tenantry.spec.fields import BucketScheme, CloudIdentityProvider, ModelCacheAccessMode
 from tenantry.spec.schema import ClusterEnvironment, GpuSoftwareSource, MetricsApiSource
 from tenantry.spec.schema import BudgetMode, CacheIsolationMode, IsolationLevel, KvCacheDtype, LoraModule, Tier
@@ -213,6 +214,13 @@ class EnginePlan:
     dedicated_to: str | None = None  # the one tenant it serves (isolation mig or dedicated-*); None: shared
     dedicated_nodes: bool = False
     """Its pool runs only dedicated_to's engines (isolation dedicated-node): its pods select that tenant's nodes."""
+    autoscaling: AutoscalingPlan | None = None
+    """Replica bounds under KEDA (tenantry/plan/autoscaling.py); None: `replicas`, fixed."""
+
+    @property
+    def most_replicas(self) -> int:
+        """The replicas the pool must have room for: the autoscaler's ceiling, or the fixed count."""
+        return self.autoscaling.max_replicas if self.autoscaling else self.replicas
 
 
 @dataclass(frozen=True, kw_only=True)

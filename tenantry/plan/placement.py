@@ -50,7 +50,7 @@ def plan_pool(index: int, pool: NodePoolSpec, engines: tuple[EnginePlan, ...], n
         slices = _mig_slices(path, pool, layout, mine, notes)
         gpus_used = gpus if mine else 0
     else:
-        groups = [e.tensor_parallel for e in mine for _ in range(e.replicas)]
+        groups = [e.tensor_parallel for e in mine for _ in range(e.most_replicas)]
         gpus_used = sum(groups)
         if not pack_tp_groups(groups, pool.nodes, pool.gpus_per_node):
             notes.refuse(
@@ -82,7 +82,7 @@ def _mig_slices(
     available = mig_slices_available(layout, pool.nodes * pool.gpus_per_node)
     used: dict[str, int] = defaultdict(int)
     for e in mine:
-        used[e.mig_profile or ""] += e.replicas
+        used[e.mig_profile or ""] += e.most_replicas
     slices = tuple(MigSlices(profile=p, available=available[p], used=used.get(p, 0)) for p in sorted(available))
     for s in slices:
         if s.used > s.available:

@@ -57,10 +57,10 @@ def refuse_cache_claims_across_nodes(
         return
     nodes = {p.name: p.nodes for p in pools}
     for index, engine in enumerate(engines):
-        if engine.replicas > 1 and nodes.get(engine.pool, 1) > 1:
+        if engine.most_replicas > 1 and nodes.get(engine.pool, 1) > 1:
             notes.about_engine(index, engine.name).refuse(
-                "replicas",
-                f"{engine.replicas} replicas on pool {engine.pool} of {nodes[engine.pool]} nodes would share a "
+                "autoscaling.max_replicas" if engine.autoscaling else "replicas",
+                f"{engine.most_replicas} replicas on pool {engine.pool} of {nodes[engine.pool]} nodes would share a "
                 "ReadWriteOnce cache claim, which one node at a time can mount; set platform.model_cache.access_mode "
                 "to ReadWriteMany with a StorageClass that offers it (platform.model_cache.storage_class)",
             )

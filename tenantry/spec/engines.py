@@ -103,6 +103,15 @@ class LoraSpec(SpecModel):
     )
 
 
+class AutoscalingSpec(SpecModel):
+    """Replicas between the engine's `replicas` and `max_replicas`, scaled by KEDA on vLLM's own signals."""
+
+    max_replicas: int = field(
+        description="Most replicas the autoscaler may run; the engine's `replicas` is its floor, which the Plan "
+        "reserves guaranteed slots on. The pool must have GPUs for this many.", ge=1, le=256,
+    )
+
+
 class EngineSpec(SpecModel):
     """One model deployment (a vLLM Deployment with replicas)."""
 
@@ -128,7 +137,12 @@ class EngineSpec(SpecModel):
         "the model's maximum.", unit="tokens", ge=16, le=10_000_000,
     )
     placement: PlacementSpec = field(description="Where replicas run: a pool, and a TP size or a MIG profile.")
-    replicas: int = field(1, description="Identical replicas behind the engine's Service.", ge=1, le=256)
+    replicas: int = field(1, description="Identical replicas behind the engine's Service (with `autoscaling`, the "
+                          "fewest it runs).", ge=1, le=256)
+    autoscaling: AutoscalingSpec | None = field(
+        None, description="Scale replicas from `replicas` up to `max_replicas` on the engine's waiting requests, KV "
+        "cache use and time to first token (KEDA's Prometheus scaler, pinned); none: a fixed count.",
+    )
     gpu_memory_utilization: float = field(
         0.90, description="Share of each GPU's memory the engine may claim (vLLM --gpu-memory-utilization).",
         unit="fraction", gt=0.05, le=1.0,

@@ -15,6 +15,7 @@ from tenantry.spec.cluster import ClusterSpec, GpuOperatorSpec, NodePoolSpec
 from tenantry.spec.engines import (
     AdapterSpec,
     ArchitectureSpec,
+    AutoscalingSpec,
     EngineSpec,
     LoraSpec,
     PlacementSpec,
@@ -75,6 +76,7 @@ __all__ = [
     "CloudIdentitySpec",
     "ClusterEnvironment",
     "ClusterSpec",
+    "AutoscalingSpec",
     "EngineSpec",
     "FallbackSpec",
     "GatewaySpec",

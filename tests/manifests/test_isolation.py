@@ -4,9 +4,7 @@ break a promise: a tampered copy of the rendering must fail it."""
 
 from __future__ import annotations
 
-import copy
 import json
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +16,7 @@ from tenantry.manifests.isolation_policies import tenants_get_the_isolation_they
 from tenantry.manifests.offline import render
 from tenantry.manifests.resources import Resource, pod_spec, template_labels
 from tenantry.stacks import plan_stack, stack_path
+from tests.manifests.tampering import changed
 
 STACK = "h100-isolation"
 
@@ -39,18 +38,6 @@ def _teams(resources: list[Resource]) -> dict[str, list[str]]:
 def _api_base(resources: list[Resource]) -> dict[str, str]:
     config = yaml.safe_load(_named(resources, "ConfigMap", "tenantry-gateway").props["data"]["config.yaml"])
     return {m["model_name"]: m["litellm_params"]["api_base"] for m in config["model_list"]}
-
-
-def _changed(resources: list[Resource], kind: str, name: str, change) -> list[Resource]:
-    """A copy of the rendering with one object changed by `change(props)`."""
-    out = []
-    for r in resources:
-        if r.kind == kind and r.metadata.get("name") == name:
-            props = copy.deepcopy(r.props)
-            change(props)
-            r = replace(r, props=props)
-        out.append(r)
-    return out
 
 
 def test_the_shipped_stack_keeps_every_promise(stack):
@@ -76,7 +63,7 @@ def test_shared_tenants_are_co_batched_on_one_engine_with_their_own_salts(stack)
 def test_an_adapter_tenant_may_call_its_own_adapters_and_nothing_else(stack):
     plan, resources = stack
     assert sorted(_teams(resources)["legal-co"]) == ["legal-contracts", "legal-redline"]
-    tampered = _changed(resources, "ConfigMap", "tenantry-reconciler", lambda props: props["data"].update(
+    tampered = changed(resources, "ConfigMap", "tenantry-reconciler", lambda props: props["data"].update(
         {"teams.json": json.dumps([{**t, "models": [*t["models"], "llama-8b"]} if t["team_alias"] == "legal-co"
                                    else t for t in json.loads(props["data"]["teams.json"])])}))
     assert promised(tampered, plan) == [
@@ -93,7 +80,7 @@ def test_a_mig_tenants_engine_runs_on_slices_no_other_tenant_reaches(stack):
         limits = props["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
         limits["nvidia.com/gpu"] = limits.pop("nvidia.com/mig-3g.40gb")
 
-    assert promised(_changed(resources, "Deployment", "mistral-7b", whole_gpu), plan) == [
+    assert promised(changed(resources, "Deployment", "mistral-7b", whole_gpu), plan) == [
         "Deployment tenantry/mistral-7b of tenant bank (isolation mig) requests ['nvidia.com/gpu'], not a MIG slice"]
 
 
@@ -102,12 +89,12 @@ def test_a_dedicated_replica_serves_its_tenant_alone(stack):
     assert template_labels(_named(resources, "Deployment", "qwen-7b"))[DEDICATED_LABEL] == "acme"
     assert [t for t, models in _teams(resources).items() if "qwen-7b" in models] == ["acme"]
     # Another tenant's route to it, as a fallback would add: its team must be allowed the target.
-    tampered = _changed(resources, "ConfigMap", "tenantry-reconciler", lambda props: props["data"].update(
+    tampered = changed(resources, "ConfigMap", "tenantry-reconciler", lambda props: props["data"].update(
         {"teams.json": json.dumps([{**t, "models": [*t["models"], "qwen-7b"]} if t["team_alias"] == "chat-app"
                                    else t for t in json.loads(props["data"]["teams.json"])])}))
     assert promised(tampered, plan) == ["engine qwen-7b of tenant acme (isolation dedicated-replica) is reached by "
                                         "chat-app too"]
-    unlabelled = _changed(resources, "Deployment", "qwen-7b",
+    unlabelled = changed(resources, "Deployment", "qwen-7b",
                           lambda props: props["spec"]["template"]["metadata"]["labels"].pop(DEDICATED_LABEL))
     assert promised(unlabelled, plan) == ["Deployment tenantry/qwen-7b serves tenant acme alone but its pods are not "
                                           "labelled tenantry.io/dedicated-to=acme"]
@@ -131,10 +118,10 @@ def test_a_dedicated_node_runs_its_tenants_engine_and_nothing_else_tolerates_it(
         props["spec"]["template"]["spec"]["tolerations"].append(
             {"key": POOL_LABEL, "operator": "Equal", "value": "partner", "effect": "NoSchedule"})
 
-    assert promised(_changed(resources, "Deployment", "llama-8b", tolerate_partner), plan) == [
+    assert promised(changed(resources, "Deployment", "llama-8b", tolerate_partner), plan) == [
         "Deployment tenantry/llama-8b tolerates pool partner, dedicated to tenant partner, without selecting its "
         "nodes (tenantry.io/dedicated-to=partner)"]
-    unlabelled = _changed(resources, "NodePatch", "h100-partner-0",
+    unlabelled = changed(resources, "NodePatch", "h100-partner-0",
                           lambda props: props["metadata"]["labels"].pop(DEDICATED_LABEL))
     assert promised(unlabelled, plan) == ["node h100-partner-0 of pool partner is not labelled "
                                           "tenantry.io/dedicated-to=partner"]

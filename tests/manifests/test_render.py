@@ -43,6 +43,13 @@ def test_every_object_is_valid_and_every_policy_holds(rendered):
     assert check_rendering(rendering, plan) == []
 
 
+def test_keda_is_installed_exactly_where_an_engine_autoscales(rendered):
+    plan, rendering = rendered
+    scaled = sorted(e.name for e in plan.engines if e.autoscaling)
+    assert sorted(m["metadata"]["name"] for m in by_kind(rendering, "ScaledObject")) == scaled
+    assert any(r.inputs.get("chart") == "keda" for r in rendering.releases()) == bool(scaled)
+
+
 def test_components_have_type_tokens_and_own_their_children(rendered):
     _, rendering = rendered
     components = [r for r in rendering.resources if r.type.startswith("tenantry:")]

@@ -332,6 +332,18 @@ NOT_FITTING: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
      "max_cpu_loras >= max_loras"),
     ("spot-cap-beyond-the-shared-slots", _set("tiers", {"spot": {"priority": 100, "max_engine_slots": 600}}),
      "tiers.spot.max_engine_slots", "more than the 502 unreserved slots of engine big"),
+    # Autoscaling (tenantry/plan/autoscaling.py): big runs 2 replicas of TP 4 on the whole pool's 8 GPUs.
+    ("autoscaling-ceiling-below-the-floor", _set("engines.0.autoscaling", {"max_replicas": 1}),
+     "engines[0].autoscaling.max_replicas", "1 is fewer than replicas (2), the autoscaler's floor"),
+    ("autoscaling-ceiling-beyond-the-pool", _set("engines.0.autoscaling", {"max_replicas": 3}),
+     "cluster.node_pools[0]", "tensor-parallel groups of 4, 4, 4"),
+    ("autoscaling-ceiling-beyond-the-slices", _set("engines.1.autoscaling", {"max_replicas": 5}),
+     "cluster.node_pools[1]", "need 5 3g.40gb slices"),
+    ("autoscaling-across-nodes-on-one-claim", _chain(_set("cluster.node_pools.0.nodes", 2),
+                                                     _set("cluster.node_pools.0.node_names", ["gpu-a", "gpu-b"]),
+                                                     _set("engines.0.replicas", 1),
+                                                     _set("engines.0.autoscaling", {"max_replicas": 4})),
+     "engines[0].autoscaling.max_replicas", "4 replicas on pool whole of 2 nodes would share a ReadWriteOnce"),
     # Isolation levels (tenantry/plan/isolation.py): alpha calls big, small and alpha-support; beta small and
     # beta-legal; gamma big; the gateway falls back from big to small.
     ("adapter-isolation-calling-a-base-model", _set("tenants.1.isolation", "adapter"), "tenants[1].models",

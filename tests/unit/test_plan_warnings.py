@@ -43,6 +43,8 @@ WARNINGS: list[tuple[str, Mutation, str, str]] = [
     ("spot-never-admitted", chain(_ALPHA_ON_BIG_ONLY, set_field("tenants.0.max_concurrency", 512)), "engines[0]",
      "spot tenants will never be admitted"),
     ("overcommit", set_field("tenants.2.tpm", 3_000_000), "engines[0]", "that holds only while they do not all peak"),
+    ("autoscaling-with-nothing-to-scale", set_field("engines.0.autoscaling", {"max_replicas": 2}),
+     "engines[0].autoscaling.max_replicas", "equals replicas (2): there is nothing to scale"),
     ("engine-without-traffic", chain(set_field("engines.0.replicas", 1), set_field("engines.2", _SPARE_ENGINE)),
      "engines[2]", "no tenant sends traffic here"),
     ("architecture-total-off", _CUSTOM_MODEL, "engines[0].architecture.total_parameters", "the shape implies about"),
