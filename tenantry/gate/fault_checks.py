@@ -118,7 +118,13 @@ def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Che
     went = "was killed" if fault.kind == "kill-engine" else "stopped"
     models = served_by(plan, engine)
     after = [r for r in records if r.target in models and r.sent >= failed_at]
-    served = [r for r in after if r.ok and any(f in r.served_by for f in fallbacks)]
+    by_fallback = [r for r in after if r.ok and any(f in r.served_by for f in fallbacks)]
+    # A killed engine is started again by its supervisor: it is down from the kill until the first request sent
+    # once the kill had surely landed (`reach`) that it answers itself. A stopped one stays down.
+    back = min((r.sent for r in after if r.ok and r not in by_fallback and r.sent >= reach),
+               default=None) if fault.kind == "kill-engine" else None
+    down = [r for r in after if (back is None or r.sent < back) and not (r.ok and r not in by_fallback)]
+    served = [r for r in down if r in by_fallback]
     in_flight = _in_flight_at_fault(records, plan, scenario)
     cut = [r for r in in_flight if _failed(r)]  # cut_by_an_engine_fault, which the verdict leaves out
     whole = [r for r in in_flight if r.ok]
@@ -129,7 +135,10 @@ def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Che
     seen = (f"{len(cut)} in flight as it {went} failed within {slowest:.1f} s"
             + (f" (first: {cut[0].error[:100]})" if cut else "") + f", not counted in error rates; {len(whole)} "
             f"completed whole")
-    problems = [] if served else [f"none of its {len(after)} requests were answered by {', '.join(fallbacks)}"]
+    problems = [] if served or (after and not down) else [
+        f"none of its {len(down)} requests while it was down were answered by {', '.join(fallbacks)}"]
+    if after and not down:  # none in that window: the fallback is engine-failure's to show here, not a loss
+        seen += f"; no request reached it before it answered again, {back - failed_at:.1f} s after it {went}"
     if fault.mid_stream and not cut:
         problems.append("no stream under way was cut: nothing shows how one ends")
     if hung:
@@ -145,8 +154,8 @@ def check_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Che
                         f"{truncated[0].max_tokens or '?'} tokens)")
     if problems:
         return Check("fallback-served", False, f"after engine {engine} {went}, " + "; ".join(problems) + f"; {seen}")
-    return Check("fallback-served", True, f"after engine {engine} {went}, {len(served)} of its {len(after)} "
-                 f"requests were answered by {', '.join(fallbacks)}; {seen}")
+    return Check("fallback-served", True, f"after engine {engine} {went}, {len(served)} of its {len(down)} "
+                 f"requests while it was down were answered by {', '.join(fallbacks)}; {seen}")
 
 
 def check_gateway_killed(records: list[Record], plan: Plan, scenario: Scenario) -> Check:

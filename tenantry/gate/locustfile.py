@@ -55,8 +55,8 @@ PENDING_RESTORES: dict[str, str] = {}
 """Restores (RESTORES) of faults done and not yet undone, with their subjects."""
 STARTED = {"at": time.monotonic()}
 IN_FLIGHT = {"requests": 0}
-STREAMING: dict[int, tuple[str, float]] = {}
-"""Streams under way: the model or adapter asked for and when the first token came, by request."""
+STREAMING: dict[int, tuple[str, float, int]] = {}
+"""Streams under way: the model or adapter asked for, when the first token came and the tokens asked for."""
 
 
 def elapsed() -> float:
@@ -124,7 +124,7 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
                     now = time.monotonic()
                     if first is None and deltas:
                         first = now  # vLLM sends its first chunk (the role) with the first token
-                        STREAMING[id(record)] = (body["model"], elapsed())
+                        STREAMING[id(record)] = (body["model"], elapsed(), body["max_tokens"])
                     if any(d.get("content") for d in deltas):
                         visible.append(now)
                     if deltas:
@@ -305,10 +305,14 @@ def run_fault(fault: Fault) -> None:
     way); undo it after its seconds, if it has any."""
     if fault.mid_stream:
         models, since = served_by(PLAN, fault.subject), elapsed()
+        # One of the longest answers asked of the engine: a short one (a tier's cap) could end before a kill that
+        # takes seconds under load lands, and then no stream is cut (CI: 3.3 s for the kill, 256-token answers).
+        longest = max((profiles.answer_tokens(t, SCENARIO.output_scale_of(t.name)) for t in PLAN.tenants
+                       if any(r.target in models for r in t.traffic)), default=0)
 
         def under_way(just_started: bool) -> int:
-            return sum(1 for model, first in list(STREAMING.values())
-                       if model in models and (not just_started or elapsed() - first < 0.5))
+            return sum(1 for model, first, tokens in list(STREAMING.values()) if model in models
+                       and (not just_started or (elapsed() - first < 0.5 and tokens >= longest)))
 
         while not under_way(just_started=True) and elapsed() < since + MID_STREAM_WAIT_SECONDS:
             gevent.sleep(0.05)

@@ -65,6 +65,12 @@ def rag_document(tenant: str, length: int, run_seed: str = "") -> str:
     return words(random.Random(f"{run_seed}rag:{tenant}"), int(length * RAG_DOCUMENT_SHARE))
 
 
+def answer_tokens(tenant: TenantPlan, output_scale: float = 1.0) -> int:
+    """The answer's length the gate asks of the tenant: `output_scale` times its typical, within its tier's cap."""
+    wanted = max(1, round(tenant.typical_output_tokens * output_scale))
+    return min(wanted, tenant.max_output_tokens or wanted)
+
+
 def request_body(tenant: TenantPlan, entry: TrafficPlan, rng: random.Random, stream: bool | None = None,
                  prompt: str | None = None, output_scale: float = 1.0, run_seed: str = "") -> dict:
     """A chat completion for this tenant and traffic entry. `stream` overrides the
@@ -74,8 +80,7 @@ def request_body(tenant: TenantPlan, entry: TrafficPlan, rng: random.Random, str
     length = tenant.typical_prompt_tokens
     if tenant.max_prompt_tokens:
         length = min(length, tenant.max_prompt_tokens - 32)  # room for the chat template
-    wanted = max(1, round(tenant.typical_output_tokens * output_scale))
-    output = min(wanted, tenant.max_output_tokens or wanted)
+    output = answer_tokens(tenant, output_scale)
     if prompt is None:
         if entry.profile == "rag":
             prompt = rag_document(tenant.name, length, run_seed) + "\nQuestion: " + words(rng, length - int(

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 
 from tenantry.gate.scenario_model import MID_STREAM_OUTPUT_SCALE, Fault, Load, Scenario, ScenarioError, Stage
+from tenantry.gate.profiles import answer_tokens
 from tenantry.plan.model import Plan, TenantPlan
 
 
@@ -159,16 +160,27 @@ def _lose_an_engine(plan: Plan, short: bool, name: str, fault: str, summary: str
     if not plan.gateway.fallbacks:
         raise ScenarioError(f"scenario {name} needs a gateway fallback; stack {plan.stack} has none")
     fallback = plan.gateway.fallbacks[0]
-    loads = {t.name: steady_load(t) for t in plan.tenants}
+    scale = MID_STREAM_OUTPUT_SCALE if mid_stream else 1.0
+    loads = {t.name: _at_half_the_tokens(t, scale) for t in plan.tenants}
     seconds = (20, 55) if short else (120, 240)
     return Scenario(name, f"engine {fallback.model} {summary}; {', '.join(fallback.to)} must serve",
                     (Stage("before", seconds[0], loads),
                      Stage("failed", seconds[1], loads, Fault(fault, fallback.model, mid_stream=mid_stream))),
                     checks=("fallback-served",), stream_all=mid_stream,
-                    output_scale=MID_STREAM_OUTPUT_SCALE if mid_stream else 1.0,
+                    output_scale=scale,
                     # Answers this long load the engines beyond the tenants' contracts.
                     not_judged=tuple(t.name for t in plan.tenants) if mid_stream else (),
                     subject={"engine": fallback.model, "fallback": ",".join(fallback.to)})
+
+
+def _at_half_the_tokens(tenant: TenantPlan, output_scale: float) -> Load:
+    """Half the contract in tokens: with answers `output_scale` times as long, proportionally fewer requests.
+    At half its request rate, acme's 24-times answers spent its TPM within 22 s of engine-killed, and the
+    rate limit then kept every long stream away from the kill (CI, d294dc5's clean clone)."""
+    steady = steady_load(tenant)
+    typical = tenant.typical_prompt_tokens + tenant.typical_output_tokens
+    scaled = tenant.typical_prompt_tokens + answer_tokens(tenant, output_scale)
+    return Load(steady.users, steady.rate * typical / scaled)
 
 
 def engine_failure(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:

@@ -293,3 +293,34 @@ def test_each_replica_is_judged_from_its_own_first_refusal(plan):
 def test_each_budget_loss_fails(plan, change, says):
     check = _budget_check(change(budget_run()), plan)
     assert not check.passed and says in check.detail, check
+
+
+def test_a_killed_engine_is_down_until_it_answers_again_and_only_that_window_needs_the_fallback(plan):
+    """Its supervisor starts a killed engine again (CI: 20 s for tiny): requests sent after it answers again are
+    its own; those sent before must be served by the fallback, and a window no request fell in proves nothing
+    about the fallback, which engine-failure shows, but loses nothing either."""
+    killed = scenario("engine-killed", plan, short=True)
+    at = killed.stages[0].seconds + 2
+    killed = dataclasses.replace(killed, fault_times={"kill-engine": (at, at + 3)})
+    cut = streamed(at - 4, 6.5, stream_end="error event", finish_reason="", error="{'message': 'APIConnectionError'}")
+    again = streamed(at + 25, 5)  # answered by tiny itself: it is back
+    check = verdict_check(killed, [cut, again])
+    assert check.passed and "no request reached it before it answered again, 25.0 s after it was killed" in check.detail
+    check = verdict_check(killed, [cut, streamed(at + 10, 5, served_by="micro"), again])
+    assert check.passed and "1 of its 1 requests while it was down were answered by micro" in check.detail, check
+    lost = streamed(at + 10, 0.1, status=500, stream_end="", finish_reason="", error="Internal Server Error")
+    check = verdict_check(killed, [cut, lost, again])
+    assert not check.passed and "none of its 1 requests while it was down were answered by micro" in check.detail
+    # A stopped engine stays down: an answer of its own (sent before the stop landed) does not end the window.
+    failed = scenario("engine-failure", plan, short=True)
+    stop = failed.stages[0].seconds
+    early = streamed(stop + 0.5, 1)
+    assert not verdict_check(failed, [early, dataclasses.replace(lost, sent=stop + 20)]).passed
+
+
+def test_the_mid_stream_kill_scenario_keeps_each_tenant_at_half_its_contract_in_tokens(plan):
+    """acme's answers are 24 times as long in engine-killed (1,152 tokens), so it sends fewer requests and its
+    tokens stay at half its TPM: 248 a request at its typical size, 1,352 there."""
+    killed = scenario("engine-killed", plan, short=True).stages[1].loads["acme"]
+    failed = scenario("engine-failure", plan, short=True).stages[1].loads["acme"]
+    assert killed.users == failed.users and killed.rate == pytest.approx(failed.rate * 248 / 1352)
