@@ -169,11 +169,7 @@ def report_to_locust(user: User, record: Record) -> None:
 def class_load(traffic: profiles.TrafficClass, stage: Stage) -> tuple[int, float]:
     """(users of this class, seconds between one user's requests; 0 back to back) in a stage."""
     load = stage.loads.get(traffic.tenant)
-    if load is None:
-        return 0, 0.0
-    users = max(1, round(load.users * traffic.share))
-    rate = load.rate * traffic.share
-    return users, (users / rate if rate else 0.0)
+    return load.of_class(traffic.targets, PLAN.tenant(traffic.tenant).traffic) if load else (0, 0.0)
 
 
 class TenantUser(User):
@@ -211,7 +207,8 @@ class TenantUser(User):
                 gevent.sleep(min(self.next_at - now, 0.25))
                 return
             self.next_at = max(self.next_at + self.rng.expovariate(1 / interval), now - interval)
-        entry = self.rng.choices(self.traffic.targets, weights=[t.share for t in self.traffic.targets])[0]
+        weights = stage.loads[self.tenant.name].weights(self.traffic.targets)
+        entry = self.rng.choices(self.traffic.targets, weights=weights)[0]
         body = profiles.request_body(self.tenant, entry, self.rng, stream=True if SCENARIO.stream_all else None,
                                      output_scale=SCENARIO.output_scale_of(self.tenant.name), run_seed=PROMPT_SEED)
         record = Record(self.tenant.name, self.tenant.tier, self.traffic.profile, entry.target, stage.name, now,

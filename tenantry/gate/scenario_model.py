@@ -12,6 +12,21 @@ class Load:
     """Concurrent users; each has at most one request in flight."""
     rate: float
     """The tenant's offered requests per second over all its users; 0: back to back."""
+    engines: tuple[str, ...] = ()
+    """Only its traffic to these engines, each target in proportion to its share (empty: all its traffic)."""
+
+    def weights(self, targets) -> list[float]:
+        """Each of these targets' (TrafficPlan) share of the load's requests: 0 on an engine it leaves out."""
+        return [t.share if not self.engines or t.engine in self.engines else 0.0 for t in targets]
+
+    def of_class(self, class_targets, tenant_traffic) -> tuple[int, float]:
+        """(users of one traffic class of the tenant, seconds between one user's requests; 0 back to back):
+        the class's part of the load is its targets' share of the traffic this load sends."""
+        share = sum(self.weights(class_targets)) / sum(self.weights(tenant_traffic))
+        if not share:
+            return 0, 0.0
+        users = max(1, round(self.users * share))
+        return users, (users / (self.rate * share) if self.rate else 0.0)
 
 
 FAULTS = ("stop-engine", "kill-engine", "kill-gateway", "stop-postgres", "stop-redis", "exhaust-budget")

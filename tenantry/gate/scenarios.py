@@ -67,6 +67,12 @@ def noisy_neighbour(plan: Plan, short: bool, tenant: str | None = None) -> Scena
         not_judged=(aggressor.name,), subject={"aggressor": aggressor.name})
 
 
+VICTIM_RATE = {"alone": 0.5, "saturated": 0.9}
+"""noisy-neighbour-overload's victim's rate, as a share of its contract, in each stage: more of its requests
+find its reservation full while the others fill the engine, and its rate limiter's fixed minute never holds
+more than 0.8 of its TPM, even one that began in the scenario before (at half the contract there)."""
+
+
 def _overflowing(plan: Plan, name: str | None) -> tuple[TenantPlan, str]:
     """The guaranteed tenant with an overload fallback (or `name`), and the engine of its traffic on which it
     reserves less than its concurrency, the one with the most of its traffic: there, and only there, its
@@ -97,20 +103,29 @@ def _overflowing(plan: Plan, name: str | None) -> tuple[TenantPlan, str]:
                         f"(tenants[].overload_fallback, tenants[].traffic)")
 
 
+def _all_of_it_to(victim: TenantPlan, engine: str, stage: str) -> Load:
+    """The victim at its full concurrency, every request to the engine (so its fourth request in flight
+    there finds its reservation of three full, and not only when chance sends all four there), within its
+    contract (VICTIM_RATE): back to back, acme spent its TPM in the first 14 s, and, told to retry after
+    60 s, sent nothing while the others filled tiny (CI, 22bfaeb's clean clone)."""
+    return Load(victim.max_concurrency, VICTIM_RATE[stage] * victim.contract_requests_per_second,
+                engines=(engine,))
+
+
 def _reserved(plan: Plan, tenant: TenantPlan, engine: str) -> int:
     return sum(r.slots for r in plan.engine(engine).slots.reserved if r.tenant == tenant.name)
 
 
 def noisy_neighbour_overload(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
     """noisy-neighbour's variant for overload fallback: the guaranteed tenant sends at its full concurrency,
-    back to back, first alone; then the others fill its engine's unreserved slots (best-effort at its full
+    all of it to one engine within its contract (_all_of_it_to), first alone; then the others fill its engine's unreserved slots (best-effort at its full
     concurrency, spot flooding at 5x), so that its requests beyond its reservation there find no room and its
     overload fallback serves them. Latency is reported, not judged (every tenant is past its contract share on
     one engine); the check judges that nothing of the victim's was refused or failed and the fallback served."""
     victim, engine = _overflowing(plan, tenant)
     on_engine = [t for t in plan.tenants if t.name != victim.name and any(r.engine == engine for r in t.traffic)]
-    alone = {victim.name: Load(victim.max_concurrency, 0)}
-    saturated = dict(alone)
+    alone = {victim.name: _all_of_it_to(victim, engine, "alone")}
+    saturated = {victim.name: _all_of_it_to(victim, engine, "saturated")}
     for other in on_engine:
         if other.tier == "spot":
             saturated[other.name] = _scaled(other, 5)
@@ -118,9 +133,9 @@ def noisy_neighbour_overload(plan: Plan, short: bool, tenant: str | None = None)
             saturated[other.name] = Load(other.max_concurrency, 0)
         else:
             saturated[other.name] = steady_load(other)
-    seconds = (15, 45) if short else (60, 240)
+    seconds = (15, 60) if short else (60, 240)
     return Scenario(
-        "noisy-neighbour-overload", f"{victim.name} (guaranteed) at its full concurrency, first alone; then the "
+        "noisy-neighbour-overload", f"{victim.name} (guaranteed) at its full concurrency, all to {engine}, first alone; then the "
         f"others fill {engine}'s unreserved slots, and what does not fit {victim.name}'s reservation there must be "
         f"served by its overload fallback ({', '.join(victim.overload_fallback)})",
         (Stage("alone", seconds[0], alone), Stage("saturated", seconds[1], saturated)),

@@ -290,6 +290,7 @@ def check_overload_fallback(records: list[Record], plan: Plan, scenario: Scenari
     shed = [r for r in mine if is_shed(r) and r.target in served_by(plan, engine)]
     shed_elsewhere = [r for r in mine if is_shed(r) and r not in shed]
     failed = [r for r in mine if not r.ok and r.status != 429]
+    own_limits = [r for r in mine if r.status == 429 and not is_shed(r)]
     rerouted = [r for r in mine if r.ok and r.rerouted]
     elsewhere = [r for r in rerouted if r.served_by not in victim.overload_fallback]
     reasons = Counter(r.rerouted.rpartition(" (")[2].rstrip(")") for r in rerouted)
@@ -300,7 +301,9 @@ def check_overload_fallback(records: list[Record], plan: Plan, scenario: Scenari
     if failed:
         problems.append(f"{len(failed)} of its request(s) failed (first: HTTP {failed[0].status} "
                         f"{failed[0].error[:100]})")
-    if not rerouted:
+    if not crowded:
+        problems.append(f"it sent no request to {engine} while the others filled it")
+    elif not rerouted:
         problems.append(f"none of its requests was rerouted: {engine} never ran out of room for it")
     if elsewhere:
         problems.append(f"{len(elsewhere)} rerouted answer(s) served by a model outside its overload fallback (first: "
@@ -310,6 +313,9 @@ def check_overload_fallback(records: list[Record], plan: Plan, scenario: Scenari
             f"and served by {', '.join(sorted({r.served_by for r in rerouted})) or 'nobody'}, "
             f"{len(rerouted) / len(crowded) if crowded else 0:.0%} of those; the others were refused for capacity "
             f"{sum(others_shed.values())} time(s) ({', '.join(f'{n} {why}' for why, n in others_shed.most_common())})")
+    if own_limits:
+        seen += (f"; {len(own_limits)} of {victim.name}'s requests were refused by its own limits, which rerouting "
+                 f"does not lift (first: {own_limits[0].error[:100]})")
     if shed_elsewhere:
         seen += (f"; {len(shed_elsewhere)} of {victim.name}'s requests to its other engines were refused for capacity "
                  f"beyond their reservation there (first: {shed_elsewhere[0].error[:100]})")

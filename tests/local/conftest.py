@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,24 @@ class RunningStack:
             yield
         finally:
             restart_engine_if_stopped(self.layout, self.up.plan, engine)
+
+    def rate_windows_ended(self) -> float:
+        """Wait until every rate-limit window open now has ended, and return the seconds waited. LiteLLM's
+        limiter counts a team's (and a key's) requests and tokens in a fixed minute that opens with its first
+        request and is kept in Redis as "{team:<id>}:window", expiring as the minute ends; a test after one
+        that loaded a tenant would otherwise start with that tenant's TPM or RPM partly spent (CI, 22bfaeb:
+        two of the hostile-tenant probes were answered 429 after the gate's scenarios spent acme's TPM)."""
+        import redis
+
+        from tenantry.local.credentials import redis_password
+
+        client = redis.Redis(host="127.0.0.1", port=self.up.ports.redis, password=redis_password(self.layout),
+                             decode_responses=True)
+        with contextlib.closing(client):
+            remaining = [client.ttl(key) for key in client.scan_iter(match="*:window")]
+        wait = max((ttl + 1 for ttl in remaining if ttl >= 0), default=0)  # TTLs are whole seconds, rounded down
+        time.sleep(wait)
+        return wait
 
     def prometheus(self, query: str) -> list[dict]:
         answer = httpx.get(f"http://127.0.0.1:{self.up.ports.prometheus}/api/v1/query", params={"query": query},

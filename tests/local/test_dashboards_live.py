@@ -16,9 +16,6 @@ from tests.local.conftest import chat, stream_text
 DATA_WITHIN_SECONDS = 240
 """Scrapes every 5 s, most rules every 5 s, the objectives and long windows every minute: all of it is
 in well within this. A deadline for waiting, never asserted on."""
-RPM_WINDOW_SECONDS = 61
-"""LiteLLM's RPM window (60 s from a tenant's first request in it): the window capped's request here opens
-must close before test_local_stack counts capped's limit, or that count straddles two windows."""
 TENANT_LABELS = ("tenant", "team_alias")
 
 
@@ -43,11 +40,10 @@ def traffic(stack) -> dict[str, list[int]]:
                         stream_text(streamed)  # to its end: the gateway records the request when the stream ends
                 if tenant.name not in ("thrifty", "capped"):
                     codes.append(chat(client, model, max_tokens=4, min_tokens=1).status_code)
-    # Counted from after the last request, not from before the first: a window opens when the gateway
-    # admits the tenant's request, which can be many seconds into this loop.
-    last_request_ended = time.monotonic()
     yield statuses
-    time.sleep(max(0.0, RPM_WINDOW_SECONDS - (time.monotonic() - last_request_ended)))
+    # The RPM window capped's request here opens must close before test_local_stack counts capped's limit,
+    # or that count straddles two windows.
+    stack.rate_windows_ended()
 
 
 def _queries(plan) -> list[tuple[str, str, str, str | None]]:

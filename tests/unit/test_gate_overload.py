@@ -29,7 +29,17 @@ def test_noisy_neighbour_overload_crowds_the_victims_engine_and_refuses_stacks_t
     run = scenario("noisy-neighbour-overload", tests_stack, short=True)
     assert run.subject == {"victim": "acme", "engine": "tiny"}  # acme reserves 3 of its 4 there
     alone, crowded = run.stages
-    assert alone.loads == {"acme": Load(4, 0)}
+    # All of acme's requests to tiny, at its full concurrency and within its contract (TPM at its typical
+    # request: 40000 / (200 + 48) / 60 = 2.69 requests/s): half of it alone, 0.9 of it while crowded.
+    contract = 40000 / 248 / 60
+    assert alone.loads == {"acme": Load(4, pytest.approx(0.5 * contract), engines=("tiny",))}
+    assert crowded.loads["acme"] == Load(4, pytest.approx(0.9 * contract), engines=("tiny",))
+    assert (alone.seconds, crowded.seconds) == (15, 60)
+    acme = tests_stack.tenant("acme")
+    assert alone.loads["acme"].weights(acme.traffic) == [0.4, 0.35, 0.0]  # tiny, acme-support on tiny, micro
+    assert crowded.loads["acme"].of_class(acme.traffic, acme.traffic) == (4, pytest.approx(4 / (0.9 * contract)))
+    assert Load(4, 2.0).of_class(acme.traffic[2:], acme.traffic) == (1, 2.0)  # micro's quarter, unrestricted
+    assert Load(4, 2.0, engines=("tiny",)).of_class(acme.traffic[2:], acme.traffic) == (0, 0.0)
     # Only tiny's tenants join: best-effort back to back at its concurrency, spot flooding at 5x.
     assert crowded.loads["globex"] == Load(3, 0) and crowded.loads["initech"].users == 20
     assert set(crowded.loads) == {"acme", "globex", "initech"}
@@ -70,6 +80,20 @@ def test_overload_fallback_passes_when_the_fallback_served_and_nothing_was_refus
                        error="engine micro: all 3 unreserved slots are busy; guaranteed traffic waits")
     check = verdict([*records, on_micro], stack, run).checks[0]
     assert check.passed and "1 of acme's requests to its other engines were refused for capacity" in check.detail
+    # Its own limits are its contract's business, reported: rerouting is for capacity.
+    limited = request("acme", "guaranteed", 10, status=429, error="Rate limit exceeded for team: acme. Limit type: tokens")
+    check = verdict([*records, limited], stack, run).checks[0]
+    assert check.passed and ("1 of acme's requests were refused by its own limits, which rerouting does not lift "
+                             "(first: Rate limit") in check.detail
+
+
+def test_overload_fallback_fails_when_the_victim_sent_nothing_while_its_engine_was_crowded():
+    """As when acme, back to back, spent its TPM in the first stage and was told to retry after 60 s."""
+    tests_stack = plan_stack(ROOT / "tests" / "local" / "stack.yaml")
+    run = scenario("noisy-neighbour-overload", tests_stack, short=True)
+    records = [request("acme", "guaranteed", i / 4) for i in range(40)]  # all within the first 10 s
+    check = verdict(records, tests_stack, run).checks[0]
+    assert not check.passed and "it sent no request to tiny while the others filled it" in check.detail, check
 
 
 @pytest.mark.parametrize(("extra", "says"), [
