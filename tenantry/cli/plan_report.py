@@ -109,6 +109,8 @@ _ENGINE_ROWS: tuple[tuple[str, Callable[[EnginePlan], str | Text]], ...] = (
     ("model", lambda e: f"{e.model} {e.weights}"),
     ("placement × replicas", lambda e: f"{_placement(e)} × {e.replicas}"
      + (f" to {e.autoscaling.max_replicas}" if e.autoscaling else "")),
+    ("scale down after / poll", lambda e: (f"{e.autoscaling.scale_down_after_seconds} s / "
+                                           f"{e.autoscaling.polling_seconds} s" if e.autoscaling else "—")),
     ("device memory", lambda e: human_bytes(e.memory.device_bytes)),
     ("weights", lambda e: human_bytes(e.memory.weight_bytes)),
     ("runtime reserve", lambda e: human_bytes(e.memory.reserve_bytes)),

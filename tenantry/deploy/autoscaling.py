@@ -16,8 +16,6 @@ from tenantry.pins import chart
 from tenantry.plan.model import EnginePlan, Plan
 
 KEDA = "keda"
-POLLING_SECONDS = 15
-"""How often KEDA reads the signals: a scrape interval or two of the engines (at most 5 s on the Plan's)."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +60,7 @@ def scaled_object_spec(plan: Plan, e: EnginePlan, prometheus_url: str) -> dict[s
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": e.name},
         "minReplicaCount": e.autoscaling.min_replicas,
         "maxReplicaCount": e.autoscaling.max_replicas,
-        "pollingInterval": POLLING_SECONDS,
+        "pollingInterval": e.autoscaling.polling_seconds,
         "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {"scaleDown": {
             "stabilizationWindowSeconds": window,
             "policies": [{"type": "Pods", "value": 1, "periodSeconds": window}],

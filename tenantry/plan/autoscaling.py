@@ -14,6 +14,9 @@ SCALE_DOWN_FLOOR_SECONDS = 300
 """The shortest scale-down stabilisation: the HorizontalPodAutoscaler's own default."""
 SCALE_DOWN_CEILING_SECONDS = 3600
 """The longest the HorizontalPodAutoscaler accepts (behavior.scaleDown.stabilizationWindowSeconds)."""
+HPA_SYNC_SECONDS = 15
+"""The HorizontalPodAutoscaler's default sync period (kube-controller-manager's
+--horizontal-pod-autoscaler-sync-period): it asks KEDA's metrics server for the signals that often."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,6 +27,10 @@ class AutoscalingPlan:
     scale_down_after_seconds: int
     """How long the signals must stay low before a replica is removed: at least the engine's start-up estimate
     (PodPlan.startup_seconds), so a replica is not given back that could not be started again in time."""
+    polling_seconds: int
+    """How often KEDA reads the signals (the ScaledObject's pollingInterval): the HorizontalPodAutoscaler's sync
+    period, which paces every decision from one replica up (an engine is never scaled to zero, the one step KEDA
+    takes itself); more often only queries Prometheus more, and the engines are scraped at least as often."""
 
 
 def plan_autoscaling(engine: EngineSpec, cpu: bool, startup_seconds: int, notes: EngineNotes) -> AutoscalingPlan | None:
@@ -42,4 +49,5 @@ def plan_autoscaling(engine: EngineSpec, cpu: bool, startup_seconds: int, notes:
         min_replicas=engine.replicas,
         max_replicas=max(most, engine.replicas),
         scale_down_after_seconds=min(SCALE_DOWN_CEILING_SECONDS, max(SCALE_DOWN_FLOOR_SECONDS, startup_seconds)),
+        polling_seconds=HPA_SYNC_SECONDS,
     )

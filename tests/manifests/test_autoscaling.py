@@ -42,6 +42,7 @@ def test_the_engine_scales_between_the_plans_bounds_and_its_deployment_leaves_th
     # One replica at a time, once the signals have stayed low for as long as a replica takes to start.
     down = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
     assert down["stabilizationWindowSeconds"] == engine.pod.startup_seconds == down["policies"][0]["periodSeconds"]
+    assert spec["pollingInterval"] == engine.autoscaling.polling_seconds == 15  # the HPA's sync period
     deployment = next(m for m in rendering.manifests() if m["kind"] == "Deployment"
                       and m["metadata"]["name"] == "llama-70b")
     assert "replicas" not in deployment["spec"]
