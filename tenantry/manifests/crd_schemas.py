@@ -49,7 +49,10 @@ def crd_problems(obj: dict[str, Any], where: str, schema: dict[str, Any]) -> lis
     """Each place `obj` breaks its pinned CRD's schema. metadata is the API server's own (ObjectMeta), not
     the CRD's: it is left out, as the CRD leaves it."""
     body = {key: value for key, value in obj.items() if key != "metadata"}
-    validator = jsonschema.Draft7Validator({**schema, "properties": {
-        key: value for key, value in schema.get("properties", {}).items() if key != "metadata"}})
+    validator = jsonschema.Draft7Validator({
+        **schema,
+        "properties": {key: value for key, value in schema.get("properties", {}).items() if key != "metadata"},
+        "required": [key for key in schema.get("required", []) if key != "metadata"],
+    })
     return [f"{where}: {'.'.join(str(p) for p in error.absolute_path) or '(object)'}: {error.message}"
             for error in sorted(validator.iter_errors(body), key=lambda e: list(map(str, e.absolute_path)))]

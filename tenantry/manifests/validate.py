@@ -136,12 +136,12 @@ def validate_manifests(manifests: list[dict[str, Any]], kubernetes_version: str)
         meta = obj.get("metadata") or {}
         where = f"{obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
         crd_schema = pinned_crd_schemas().get((obj.get("apiVersion", ""), obj.get("kind", "")))
-        if crd_schema is not None:
-            problems += crd_problems(obj, where, crd_schema)
-            continue
         custom = CUSTOM_RESOURCES.get((obj.get("apiVersion", ""), obj.get("kind", "")))
-        if custom is not None:
+        broken = crd_problems(obj, where, crd_schema) if crd_schema is not None else []
+        problems += broken
+        if custom is not None and not broken:  # what the schema cannot say (a selector that selects, ...)
             custom(obj, where, problems)
+        if crd_schema is not None or custom is not None:
             continue
         try:
             kubernetes_validate.validate(redacted(obj), kubernetes_version, strict=True)
