@@ -12,7 +12,7 @@ VLLM := .venv-vllm
 ANSIBLE := .venv-ansible
 # mmdebstrap, podman and runc build and boot the throwaway node tests/ansible/ hardens.
 DEBIAN_PACKAGES := postgresql redis-server prometheus prometheus-alertmanager nodejs:node npm:npm chromium \
-  mmdebstrap podman runc
+  mmdebstrap podman runc procps:pgrep
 PYTEST_ARGS ?=
 
 .PHONY: local test bench docs venv system freeze-vllm clean

@@ -18,6 +18,7 @@ import requests
 from locust import LoadTestShape, User, events, task
 
 from tenantry.gate import profiles
+from tenantry.gate.connection import Connection
 from tenantry.gate.engine_load import busy_by_stage, sample_engines, write_samples
 from tenantry.gate.records import (VERDICT_JSON, Record, error_message, retry_after_seconds, token_gaps,
                                    write_records)
@@ -39,9 +40,6 @@ PRICES: dict[str, ModelPrice] = model_prices(PLAN)
 GATEWAYS: list[str] = RUN["gateways"]
 PROMPT_SEED: str = RUN.get("prompt_seed", "")  # the run's own, or "" to repeat every run's prompts (run.py)
 TIMEOUT = (5, 300)  # connect, read: a queued request on a saturated CPU engine may wait long
-IDLE_CONNECTION_SECONDS = 3.0
-"""A connection idle longer is not reused: servers close idle keep-alive connections
-(uvicorn, under LiteLLM, after 5 s), and a request sent as one closes is reset."""
 
 DRAIN_SECONDS = 30.0
 """After the last stage, how long requests still running may finish, so that every request the
@@ -68,26 +66,6 @@ def current_stage() -> Stage | None:
 
 
 # --- one request ----------------------------------------------------------------------------
-
-
-class Connection:
-    """One user's HTTP session, renewed when it has been idle too long to reuse safely."""
-
-    def __init__(self) -> None:
-        self.session = requests.Session()
-        self.used_at = time.monotonic()
-
-    def get(self) -> requests.Session:
-        if time.monotonic() - self.used_at > IDLE_CONNECTION_SECONDS:
-            self.session.close()
-            self.session = requests.Session()
-        return self.session
-
-    def done(self) -> None:
-        self.used_at = time.monotonic()
-
-    def close(self) -> None:
-        self.session.close()
 
 
 def send(connection: Connection, url: str, key: str, body: dict, record: Record) -> Record:
@@ -304,8 +282,10 @@ def run_fault(fault: Fault) -> None:
         models, since = served_by(PLAN, fault.subject), elapsed()
         # One of the longest answers asked of the engine: a short one (a tier's cap) could end before a kill that
         # takes seconds under load lands, and then no stream is cut (CI: 3.3 s for the kill, 256-token answers).
-        longest = max((profiles.answer_tokens(t, SCENARIO.output_scale_of(t.name)) for t in PLAN.tenants
-                       if any(r.target in models for r in t.traffic)), default=0)
+        # The fault sends one itself: at acme's rate of such answers none started in 20 s of one CI run.
+        tenant, entry, longest = profiles.longest_answer(PLAN, models, SCENARIO.output_scale_of) or (None, None, 0)
+        if tenant and entry:
+            gevent.spawn(_one_stream, tenant, entry, current_stage(), "mid-stream")
 
         def under_way(just_started: bool) -> int:
             return sum(1 for model, first, tokens in list(STREAMING.values()) if model in models
@@ -322,6 +302,15 @@ def run_fault(fault: Fault) -> None:
         gevent.sleep(max(0.0, started + fault.seconds - elapsed()))
         _run_command(fault.restore, fault.restore, fault.subject)
         PENDING_RESTORES.pop(fault.restore, None)
+
+
+def _one_stream(tenant, entry: TrafficPlan, stage: Stage, probe: str) -> None:
+    """One streamed request of the tenant's, recorded like its own and marked as the gate's (`probe`)."""
+    body = profiles.request_body(tenant, entry, random.Random(f"{PROMPT_SEED}{probe}"), stream=True,
+                                 output_scale=SCENARIO.output_scale_of(tenant.name), run_seed=PROMPT_SEED)
+    record = Record(tenant.name, tenant.tier, entry.profile, entry.target, stage.name, elapsed(), True, 0, 0.0,
+                    gateway=0, max_tokens=body["max_tokens"], probe=probe)
+    RECORDS.append(send(Connection(), GATEWAYS[0], KEYS[tenant.name], body, record))
 
 
 def _run_command(kind: str, action: str, subject: str) -> None:

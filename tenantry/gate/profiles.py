@@ -71,6 +71,17 @@ def answer_tokens(tenant: TenantPlan, output_scale: float = 1.0) -> int:
     return min(wanted, tenant.max_output_tokens or wanted)
 
 
+def longest_answer(plan: Plan, targets: set[str], scale_of) -> tuple[TenantPlan, TrafficPlan, int] | None:
+    """The tenant asked the longest answers (`scale_of(tenant name)` times its typical, within its cap) among
+    those sending to these targets, its first entry to one of them, and that length."""
+    found = [(answer_tokens(t, scale_of(t.name)), i, t, next(r for r in t.traffic if r.target in targets))
+             for i, t in enumerate(plan.tenants) if any(r.target in targets for r in t.traffic)]
+    if not found:
+        return None
+    tokens, _, tenant, entry = max(found, key=lambda f: (f[0], -f[1]))  # the first such tenant on a tie
+    return tenant, entry, tokens
+
+
 def request_body(tenant: TenantPlan, entry: TrafficPlan, rng: random.Random, stream: bool | None = None,
                  prompt: str | None = None, output_scale: float = 1.0, run_seed: str = "") -> dict:
     """A chat completion for this tenant and traffic entry. `stream` overrides the

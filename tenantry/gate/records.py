@@ -93,7 +93,8 @@ class Record:
     `<model asked> -> <model served> (<reason>)`. LiteLLM puts the model asked for on the answer
     itself, so served_by (and the price) is read from here."""
     probe: str = ""
-    """For the cache-isolation probes: '<pair id>:first' or '<pair id>:second'."""
+    """The gate's own requests: the cache-isolation probes ('<pair id>:first' or '<pair id>:second'), and
+    'mid-stream', the stream a mid-stream fault sends so that it has one to cut."""
     gateway: int = 0
     """Which of the run's gateways it was sent to (its index)."""
 

@@ -324,3 +324,17 @@ def test_the_mid_stream_kill_scenario_keeps_each_tenant_at_half_its_contract_in_
     killed = scenario("engine-killed", plan, short=True).stages[1].loads["acme"]
     failed = scenario("engine-failure", plan, short=True).stages[1].loads["acme"]
     assert killed.users == failed.users and killed.rate == pytest.approx(failed.rate * 248 / 1352)
+
+
+def test_the_mid_stream_kill_sends_the_longest_answer_asked_of_the_engine_itself(plan):
+    """At acme's rate of 1,352-token requests (4.4 a minute at half its TPM of 12,000) none started in the 20 s
+    one CI run's kill waited: the fault sends one itself, as the tenant asked the longest answers there."""
+    from tenantry.gate.profiles import longest_answer
+    from tenantry.gate.verdict import served_by
+
+    killed = scenario("engine-killed", plan, short=True)
+    tenant, entry, tokens = longest_answer(plan, served_by(plan, "tiny"), killed.output_scale_of)
+    # acme's 48 typical tokens times 24; globex's tier caps its answers at 256, initech's at 128.
+    assert (tenant.name, entry.target, tokens) == ("acme", "tiny", 1152)
+    assert longest_answer(plan, {"micro"}, killed.output_scale_of)[0].name == "globex"  # acme does not send there
+    assert longest_answer(plan, {"nowhere"}, killed.output_scale_of) is None

@@ -108,10 +108,12 @@ def test_the_local_target_does_every_fault_through_its_own_supervisor_and_the_bu
     assert shlex.split(commands["restore-budget"].format(tenant="globex")) == [*local_budget, "--restore"]
     ctl = [str(SUPERVISORCTL), "-c", str(layout.supervisor_conf)]
     assert shlex.split(commands["stop-engine"].format(engine="tiny")) == [*ctl, "stop", "engine-tiny"]
-    for kind, subject, program in (("kill-engine", "tiny", "engine-tiny"), ("kill-gateway", "1", "gateway-1")):
-        shell, flag, script = shlex.split(commands[kind].format(engine=subject, replica=subject))
-        assert (shell, flag) == ("sh", "-c") and script.startswith(f"pid=$({shlex.join(ctl)} pid {program}) && ")
-        assert script.endswith('[ "$pid" -gt 1 ] && kill -KILL "-$pid"')  # the whole group, never group 0
+    shell, flag, script = shlex.split(commands["kill-gateway"].format(replica="1"))
+    assert (shell, flag) == ("sh", "-c") and script.startswith(f"pid=$({shlex.join(ctl)} pid gateway-1) && ")
+    assert script.endswith('[ "$pid" -gt 1 ] && kill -KILL "-$pid"')  # the whole group, never group 0
+    shell, flag, script = shlex.split(commands["kill-engine"].format(engine="tiny"))
+    assert (shell, flag) == ("sh", "-c") and '-f -- "--served-model-name tiny ")' in script
+    assert script.endswith('[ "$pid" -gt 1 ] && kill -KILL "-$pid"')
 
 
 def test_a_kill_command_kills_the_whole_process_group_and_nothing_when_the_program_is_not_running(tmp_path):
@@ -139,6 +141,68 @@ def test_a_kill_command_kills_the_whole_process_group_and_nothing_when_the_progr
         with contextlib.suppress(ProcessLookupError):
             os.killpg(group.pid, signal.SIGKILL)
         group.wait(timeout=30)
+
+
+ENGINE = ("import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)",)
+"""A stand-in engine: a process group's leader (as supervisord starts each program) with a worker in its group."""
+SUPERVISOR = ("import subprocess, sys, time\n"
+              "for name in ('tiny', 'tinyx'):\n"
+              "    subprocess.Popen([sys.executable, '-c', sys.argv[1], '--served-model-name', name, '--host', 'h'],"
+              " start_new_session=True)\n"
+              "time.sleep(60)\n")
+
+
+def test_an_engine_kill_finds_the_engine_among_its_supervisors_children_and_kills_its_whole_group(tmp_path):
+    """Against stand-ins: this stack's supervisord with engines tiny and tinyx, and another stack's tiny.
+    The kill command takes tiny's whole group and nothing else."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tenantry.local.supervisor import fault_commands
+
+    layout = Layout(tmp_path / "a stack", 29100)
+    layout.supervisor_pid.parent.mkdir(parents=True)
+    supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISOR, *ENGINE])
+    elsewhere = subprocess.Popen([sys.executable, "-c", *ENGINE, "--served-model-name", "tiny", "--host", "h"],
+                                 start_new_session=True)
+    layout.supervisor_pid.write_text(f"{supervisor.pid}\n")
+
+    def groups() -> dict[str, list[int]]:
+        """Each engine's live group members, by the name it serves and its parent."""
+        found: dict[str, list[int]] = {}
+        for parent, label in ((supervisor.pid, "here"), (os.getpid(), "elsewhere")):
+            for name in ("tiny", "tinyx"):
+                leader = subprocess.run(["pgrep", "-P", str(parent), "-f", "--", f"--served-model-name {name} "],
+                                        capture_output=True, text=True).stdout.split()
+                for pid in leader:
+                    listed = subprocess.run(["pgrep", "-g", pid], capture_output=True, text=True).stdout.split()
+                    found[f"{name} {label}"] = [p for p in map(int, listed) if process_alive(p)]
+        return found
+
+    try:
+        deadline = time.monotonic() + 30
+        while [len(m) for m in groups().values()] != [2, 2, 2] and time.monotonic() < deadline:
+            time.sleep(0.1)  # every stand-in and its worker started
+        assert sorted(groups()) == ["tiny elsewhere", "tiny here", "tinyx here"]
+        command = fault_commands(layout)["kill-engine"].format(engine="tiny")
+        assert subprocess.run(shlex.split(command), timeout=30, check=False).returncode == 0
+        time.sleep(0.5)
+        alive = groups()
+        assert alive.get("tiny here", []) == [] and len(alive["tinyx here"]) == len(alive["tiny elsewhere"]) == 2, alive
+    finally:
+        for pid in (int(p) for p in subprocess.run(["pgrep", "-P", str(supervisor.pid)], capture_output=True,
+                                                   text=True).stdout.split()):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(elsewhere.pid, signal.SIGKILL)
+        supervisor.kill()
+        supervisor.wait(timeout=30)
+        elsewhere.wait(timeout=30)
 
 
 def test_prometheus_scrapes_the_same_jobs_as_on_kubernetes(tmp_path):

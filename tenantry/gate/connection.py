@@ -1,0 +1,31 @@
+"""A gate user's HTTP connection to a gateway (tenantry/gate/locustfile.py)."""
+
+from __future__ import annotations
+
+import time
+
+import requests
+
+IDLE_CONNECTION_SECONDS = 3.0
+"""A connection idle longer is not reused: servers close idle keep-alive connections
+(uvicorn, under LiteLLM, after 5 s), and a request sent as one closes is reset."""
+
+
+class Connection:
+    """One user's HTTP session, renewed when it has been idle too long to reuse safely."""
+
+    def __init__(self) -> None:
+        self.session = requests.Session()
+        self.used_at = time.monotonic()
+
+    def get(self) -> requests.Session:
+        if time.monotonic() - self.used_at > IDLE_CONNECTION_SECONDS:
+            self.session.close()
+            self.session = requests.Session()
+        return self.session
+
+    def done(self) -> None:
+        self.used_at = time.monotonic()
+
+    def close(self) -> None:
+        self.session.close()
