@@ -6,9 +6,12 @@ import time
 
 import requests
 
-IDLE_CONNECTION_SECONDS = 3.0
+IDLE_CONNECTION_SECONDS = 1.0
 """A connection idle longer is not reused: servers close idle keep-alive connections
-(uvicorn, under LiteLLM, after 5 s), and a request sent as one closes is reset."""
+(uvicorn, under LiteLLM, after 5 s), and a request sent as one closes is reset. The margin
+covers the load generator's own stalls on a starved machine: at 3 s, a request checked at
+2.9 s idle and sent after a 2.7 s stall met a closed connection (a clean clone's
+gateway-killed, 2026-12-03)."""
 
 
 class Connection:
