@@ -79,7 +79,12 @@ def _kill_process_group(ctl: str, program: str) -> str:
     (`supervisorctl signal KILL`) left vLLM's engine core and worker running without their API
     server, 2.9 GB and a tenth of a core each, one pair per kill. A program not running has PID 0,
     which `kill` would read as the caller's own group: nothing is sent then."""
-    script = f'pid=$({ctl} pid {program}) && [ "$pid" -gt 1 ] && kill -KILL "-$pid"'
+    return _kill_group(f"{ctl} pid {program}")
+
+
+def _kill_group(find_pid: str) -> str:
+    """SIGKILL to the process group led by the PID `find_pid` prints, never to group 0 (not running)."""
+    script = f'pid=$({find_pid}) && [ "$pid" -gt 1 ] && kill -KILL "-$pid"'
     return f"sh -c {shlex.quote(script)}"
 
 
@@ -90,9 +95,7 @@ def _kill_engine(layout: Layout) -> str:
     waited for ended before the kill landed (a gate run, 2026-12-03). Only this stack's supervisord's
     children: another stack on the machine serves models of the same names."""
     supervisord = f'"$(cat {shlex.quote(str(layout.supervisor_pid))})"'
-    script = (f'pid=$(pgrep -o -P {supervisord} -f -- "--served-model-name {{engine}} ") && [ "$pid" -gt 1 ] '
-              f'&& kill -KILL "-$pid"')
-    return f"sh -c {shlex.quote(script)}"
+    return _kill_group(f'pgrep -o -P {supervisord} -f -- "--served-model-name {{engine}} "')
 
 
 def stop_engine(layout: Layout, engine: str) -> None:
