@@ -14,6 +14,7 @@ from itertools import count
 from pathlib import Path
 
 import gevent
+import gevent.event
 import requests
 from locust import LoadTestShape, User, events, task
 
@@ -53,8 +54,10 @@ PENDING_RESTORES: dict[str, str] = {}
 """Restores (RESTORES) of faults done and not yet undone, with their subjects."""
 STARTED = {"at": time.monotonic()}
 IN_FLIGHT = {"requests": 0}
-STREAMING: dict[int, tuple[str, float, int]] = {}
-"""Streams under way: the model or adapter asked for, when the first token came and the tokens asked for."""
+STREAMING: set[int] = set()
+"""Streams under way (their first token came), by id(record)."""
+PROBE_STREAMS: set[int] = set()
+"""The gate's own streams (_one_stream), by id(record)."""
 
 
 def elapsed() -> float:
@@ -102,7 +105,7 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
                     now = time.monotonic()
                     if first is None and deltas:
                         first = now  # vLLM sends its first chunk (the role) with the first token
-                        STREAMING[id(record)] = (body["model"], elapsed(), body["max_tokens"])
+                        STREAMING.add(id(record))
                     if any(d.get("content") for d in deltas):
                         visible.append(now)
                     if deltas:
@@ -122,7 +125,7 @@ def send(connection: Connection, url: str, key: str, body: dict, record: Record)
             record.stream_end = "cut"  # broke off mid-stream
     finally:
         IN_FLIGHT["requests"] -= 1
-        STREAMING.pop(id(record), None)
+        STREAMING.discard(id(record))
     connection.done()
     record.e2e = time.monotonic() - start
     if first is not None:
@@ -276,27 +279,14 @@ TOTAL_USERS = sum(cls.fixed_count for cls in USER_CLASSES.values())
 
 
 def run_fault(fault: Fault) -> None:
-    """Do the fault with the target's command (a mid-stream one once a stream to its engine is under
-    way); undo it after its seconds, if it has any."""
+    """Do the fault with the target's command (a mid-stream one once the gate's own stream is under way);
+    undo it after its seconds, if it has any."""
+    command_done = gevent.event.Event()
     if fault.mid_stream:
-        models, since = served_by(PLAN, fault.subject), elapsed()
-        # One of the longest answers asked of the engine: a short one (a tier's cap) could end before a kill that
-        # takes seconds under load lands, and then no stream is cut (CI: 3.3 s for the kill, 256-token answers).
-        # The fault sends one itself: at acme's rate of such answers none started in 20 s of one CI run.
-        tenant, entry, longest = profiles.longest_answer(PLAN, models, SCENARIO.output_scale_of) or (None, None, 0)
-        if tenant and entry:
-            gevent.spawn(_one_stream, tenant, entry, current_stage(), "mid-stream")
-
-        def under_way(just_started: bool) -> int:
-            return sum(1 for model, first, tokens in list(STREAMING.values()) if model in models
-                       and (not just_started or (elapsed() - first < 0.5 and tokens >= longest)))
-
-        while not under_way(just_started=True) and elapsed() < since + MID_STREAM_WAIT_SECONDS:
-            gevent.sleep(0.05)
-        ACTIONS.append({"at": elapsed(), "action": f"{fault.describe()}: waited for a stream just started",
-                        "result": f"{under_way(just_started=False)} under way after {elapsed() - since:.1f} s"})
+        _stream_until_cut(fault, command_done)
     started = elapsed()
     _run_command(fault.kind, fault.describe(), fault.subject)
+    command_done.set()
     if fault.restore:  # its seconds count from the command's start: under load it can take many
         PENDING_RESTORES[fault.restore] = fault.subject
         gevent.sleep(max(0.0, started + fault.seconds - elapsed()))
@@ -304,17 +294,37 @@ def run_fault(fault: Fault) -> None:
         PENDING_RESTORES.pop(fault.restore, None)
 
 
-def _one_stream(tenant, entry: TrafficPlan, stage: Stage, probe: str) -> None:
+def _stream_until_cut(fault: Fault, command_done: gevent.event.Event) -> None:
+    """Stream long answers from the fault's engine one after another until one is cut or the command has returned;
+    wait (at most MID_STREAM_WAIT_SECONDS) for the first: wherever the fault lands, one is under way. Aimed at one
+    "just started" (0.5 s, as a stalling generator saw it), CI's kill waited 20 s and missed every stream."""
+    models, since = served_by(PLAN, fault.subject), elapsed()
+    tenant, entry, _ = profiles.longest_answer(PLAN, models, SCENARIO.output_scale_of) or (None, None, 0)
+
+    def one_after_another() -> None:
+        while not command_done.is_set() and current_stage():
+            record = _one_stream(tenant, entry, current_stage(), "mid-stream")
+            if record.status == 429:  # the tenant at its own limit: as its client would, after Retry-After
+                gevent.sleep(record.retry_after or 1.0)
+            elif not record.ok:
+                return
+
+    if tenant and entry:
+        gevent.spawn(one_after_another)
+    while not PROBE_STREAMS & STREAMING and elapsed() < since + MID_STREAM_WAIT_SECONDS:
+        gevent.sleep(0.05)
+    ACTIONS.append({"at": elapsed(), "action": f"{fault.describe()}: waited for the gate's own stream",
+                    "result": f"{len(PROBE_STREAMS & STREAMING)} under way after {elapsed() - since:.1f} s"})
+
+
+def _one_stream(tenant, entry: TrafficPlan, stage: Stage, probe: str) -> Record:
     """One streamed request of the tenant's, recorded like its own and marked as the gate's (`probe`)."""
-    body = profiles.request_body(tenant, entry, random.Random(f"{PROMPT_SEED}{probe}"), stream=True,
-                                 output_scale=SCENARIO.output_scale_of(tenant.name), run_seed=PROMPT_SEED)
-    # As long as the engine's context allows (room for the prompt twice over), within the tenant's cap: in one
-    # clean clone a starved machine landed the kill 3.9 s after it began, as this stream's 1,152 tokens ended.
-    longest = PLAN.engine(entry.engine).kv.max_context - 2 * tenant.typical_prompt_tokens
-    body["max_tokens"] = max(body["max_tokens"], min(longest, tenant.max_output_tokens or longest))
+    body = profiles.longest_stream_body(PLAN, tenant, entry, random.Random(f"{PROMPT_SEED}{probe}"), PROMPT_SEED)
     record = Record(tenant.name, tenant.tier, entry.profile, entry.target, stage.name, elapsed(), True, 0, 0.0,
                     gateway=0, max_tokens=body["max_tokens"], probe=probe)
+    PROBE_STREAMS.add(id(record))
     RECORDS.append(send(Connection(), GATEWAYS[0], KEYS[tenant.name], body, record))
+    return record
 
 
 def _run_command(kind: str, action: str, subject: str) -> None:

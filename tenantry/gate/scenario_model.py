@@ -53,8 +53,9 @@ class Fault:
     """How long before it is undone (RESTORES); None: the platform brings it back
     (a killed process is restarted by its supervisor), or the gate after the run (a stopped engine)."""
     mid_stream: bool = False
-    """Wait, at most MID_STREAM_WAIT_SECONDS, until a stream to the subject engine has just had its
-    first token, so that the fault cuts one under way rather than whatever chance has in flight."""
+    """Wait, at most MID_STREAM_WAIT_SECONDS, until the gate's own stream to the subject engine has had
+    its first token, and keep one under way until the fault's command has returned, so that the fault
+    cuts one rather than whatever chance has in flight."""
 
     @property
     def restore(self) -> str | None:

@@ -338,3 +338,18 @@ def test_the_mid_stream_kill_sends_the_longest_answer_asked_of_the_engine_itself
     assert (tenant.name, entry.target, tokens) == ("acme", "tiny", 1152)
     assert longest_answer(plan, {"micro"}, killed.output_scale_of)[0].name == "globex"  # acme does not send there
     assert longest_answer(plan, {"nowhere"}, killed.output_scale_of) is None
+
+
+def test_the_gates_own_stream_asks_what_the_engines_context_leaves_within_the_tenants_cap(plan):
+    """tiny's context is 2,048 tokens and acme's typical prompt 200: 2,048 - 2 x 200 = 1,648 (acme has no cap);
+    globex's tier caps its answers at 256, which micro's context would leave room for many times over."""
+    import random
+
+    from tenantry.gate.profiles import longest_stream_body
+
+    acme, globex = plan.tenant("acme"), plan.tenant("globex")
+    to_tiny = next(r for r in acme.traffic if r.target == "tiny")
+    to_micro = next(r for r in globex.traffic if r.target == "micro")
+    body = longest_stream_body(plan, acme, to_tiny, random.Random(0))
+    assert (body["max_tokens"], body["stream"], body["model"]) == (1648, True, "tiny")
+    assert longest_stream_body(plan, globex, to_micro, random.Random(0))["max_tokens"] == 256
