@@ -69,19 +69,38 @@ class RunningStack:
         finally:
             restart_engine_if_stopped(self.layout, self.up.plan, engine)
 
+    def _redis(self):
+        import redis
+
+        from tenantry.local.credentials import redis_password
+
+        return redis.Redis(host="127.0.0.1", port=self.up.ports.redis, password=redis_password(self.layout),
+                           decode_responses=True)
+
+    def engine_slots_held(self, engine: str) -> dict[str, int]:
+        """The admission ledger's live claims on an engine (tenantry.gateway.tenant_policy_ledger), by set."""
+        with contextlib.closing(self._redis()) as client:
+            now = time.time()
+            return {name.rsplit(f"engine:{engine}:", 1)[1]: client.zcount(name, now, "+inf")
+                    for name in client.scan_iter(match=f"{{tenantry}}:inflight:engine:{engine}:*")
+                    if client.zcount(name, now, "+inf")}
+
+    def engine_slots_free(self, engine: str, seconds: float = 60) -> dict[str, int]:
+        """Wait (at most `seconds`) until no request holds a slot of the engine in the ledger: a test that
+        fills an engine's slots starts from none, not from what an earlier test's streams still hold as
+        the gateway sees them end. What is still held then (empty when all is free)."""
+        deadline = time.monotonic() + seconds
+        while (held := self.engine_slots_held(engine)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return held
+
     def rate_windows_ended(self) -> float:
         """Wait until every rate-limit window open now has ended, and return the seconds waited. LiteLLM's
         limiter counts a team's (and a key's) requests and tokens in a fixed minute that opens with its first
         request and is kept in Redis as "{team:<id>}:window", expiring as the minute ends; a test after one
         that loaded a tenant would otherwise start with that tenant's TPM or RPM partly spent (CI, 22bfaeb:
         two of the hostile-tenant probes were answered 429 after the gate's scenarios spent acme's TPM)."""
-        import redis
-
-        from tenantry.local.credentials import redis_password
-
-        client = redis.Redis(host="127.0.0.1", port=self.up.ports.redis, password=redis_password(self.layout),
-                             decode_responses=True)
-        with contextlib.closing(client):
+        with contextlib.closing(self._redis()) as client:
             remaining = [client.ttl(key) for key in client.scan_iter(match="*:window")]
         wait = max((ttl + 1 for ttl in remaining if ttl >= 0), default=0)  # TTLs are whole seconds, rounded down
         time.sleep(wait)

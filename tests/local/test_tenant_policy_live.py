@@ -257,6 +257,7 @@ def test_spot_runs_at_most_its_tiers_cap_on_the_engine_as_vllm_counts_it(stack):
     cap = plan_stack(str(SPEC)).engine("tiny").slots.spot_max
     assert cap == 3
     _warm(stack, ("initech", 0), ("initech", 1))
+    assert stack.engine_slots_free("tiny") == {}
     body = {"model": "tiny", "messages": [{"role": "user", "content": "hold"}], "max_tokens": 1800,
             "ignore_eos": True, "stream": True}
     clients = [stack.client("initech", replica=i % 2) for i in range(cap + 1)]
@@ -301,6 +302,9 @@ def test_a_request_its_engine_has_no_room_for_is_served_by_the_tenants_overload_
     ask = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     before = gateway_metric(stack, "tenantry_gateway_rerouted_total", by="to", tenant="globex").get("micro", 0.0)
     micro_served = stack.engine_metric("micro", "vllm:request_success_total")
+    # CI once answered the plain request from tiny itself: a holder rerouted to micro for slots an earlier test's
+    # streams still held, which then came free. Start from none held, and hold every slot on tiny itself.
+    assert stack.engine_slots_free("tiny") == {}
     holders = [stack.client("initech") for _ in range(3)] + [stack.client("globex") for _ in range(2)]
     try:
         with contextlib.ExitStack() as held, stack.client("globex") as globex:
@@ -308,14 +312,17 @@ def test_a_request_its_engine_has_no_room_for_is_served_by_the_tenants_overload_
             for client in holders:
                 response = held.enter_context(client.stream("POST", "/v1/chat/completions", json=hold))
                 assert response.status_code == 200, response.read()
+                assert tp.REROUTE_HEADER not in response.headers, response.headers[tp.REROUTE_HEADER]
                 lines.append(response.iter_lines())
                 next(line for line in lines[-1] if '"content"' in line)
+            holding = stack.engine_slots_held("tiny")
             plain = globex.post("/v1/chat/completions", json=ask)
             with globex.stream("POST", "/v1/chat/completions", json={**ask, "stream": True}) as streamed:
                 chunks = stream_text(streamed)
                 streamed_header = streamed.headers.get(tp.REROUTE_HEADER)
+        assert holding == {"shared": 5, "tier:spot": 3}, holding
         assert plain.status_code == 200, plain.text
-        assert plain.headers.get(tp.REROUTE_HEADER) == "tiny -> micro (shared-slots)"
+        assert plain.headers.get(tp.REROUTE_HEADER) == "tiny -> micro (shared-slots)", (plain.headers, holding)
         assert streamed.status_code == 200 and streamed_header == "tiny -> micro (shared-slots)" and chunks
         assert stack.engine_metric("micro", "vllm:request_success_total") == micro_served + 2
     finally:
