@@ -62,6 +62,8 @@ KUBERNETES_SUPPORT: dict[str, tuple[str, str]] = {
     "metrics-server": ("1.31", "1.37"),  # 0.8.x: 1.31+
     # kubeVersion >=1.23 (KEDA's docs list 1.33-1.35 as tested for 2.20); 1.37 is the newest tenantry can validate.
     "keda": ("1.23", "1.37"),
+    # LWS needs 1.26+ (site/content/en/docs/installation, v0.10.0); 1.37 is the newest tenantry can validate.
+    "lws": ("1.26", "1.37"),
 }
 
 
@@ -82,6 +84,29 @@ class Chart:
     version: str
     namespace: str
     values: dict[str, Any]
+
+    @property
+    def oci(self) -> bool:
+        """Published as an OCI artifact: Helm names it by its reference, with no repository index to read."""
+        return self.repository.startswith("oci://")
+
+    def release_source(self) -> dict[str, Any]:
+        """A Helm Release's chart and repository arguments for this pin."""
+        if self.oci:
+            return {"chart": f"{self.repository}/{self.chart}"}
+        return {"chart": self.chart, "repository_opts": {"repo": self.repository}}
+
+    def is_release_of(self, props: dict[str, Any]) -> bool:
+        """Whether a rendered Release (its props) installs exactly this pin."""
+        source = self.release_source()
+        repo = (props.get("repositoryOpts") or {}).get("repo")
+        return (props.get("chart"), props.get("version"), repo) == (
+            source["chart"], self.version, source.get("repository_opts", {}).get("repo"))
+
+
+def pinned_chart_of(reference: str) -> Chart:
+    """The pin a Release's chart argument names: a chart name, or an OCI reference ending in one."""
+    return chart(reference.rsplit("/", 1)[-1] if reference.startswith("oci://") else reference)
 
 
 @cache

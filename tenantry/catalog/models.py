@@ -96,8 +96,9 @@ class CatalogModel:
     architecture: Architecture
     source: str
     """Where the weights come from (hf://<repo> or local://<recipe>)."""
-    revision: str
-    """The pinned commit (or, for a locally built model, the recipe version)."""
+    revision: str | None
+    """The pinned commit (or, for a locally built model, the recipe version); None where tenantry's catalog
+    knows the shape but was written without the Hub to read a commit from: an engine must pin its own."""
     gated: bool = False
     """The Hub repository asks for access on its model card: downloads need a token of an account granted it."""
 
@@ -134,6 +135,19 @@ CATALOG_MODELS: dict[str, CatalogModel] = {
             ),
             source="hf://meta-llama/Llama-3.2-3B-Instruct", revision="0cb88a4f764b7a12671c53f0838cd831a0843b95",
             gated=True,
+        ),
+        CatalogModel(
+            # Larger than one 8-GPU node of 80 GB in bf16 (812 GB of weights): served across nodes, tensor
+            # parallel inside each and pipeline parallel between them. Shape from the Hub's config.json; the
+            # total is what that shape implies (the same as estimate_parameters, to the parameter). No pinned
+            # revision: the engine gives one (see `revision` above).
+            name="llama-3.1-405b",
+            architecture=Architecture(
+                layers=126, hidden_size=16384, attention_heads=128, kv_heads=8, head_dim=128,
+                intermediate_size=53248, vocab_size=128256, total_parameters=405_853_388_800,
+                max_context=131072,
+            ),
+            source="hf://meta-llama/Llama-3.1-405B-Instruct", revision=None, gated=True,
         ),
         CatalogModel(
             name="qwen2.5-7b",

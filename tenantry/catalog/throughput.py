@@ -129,3 +129,11 @@ def tensor_parallel_efficiency(tensor_parallel: int, interconnect: str) -> float
     doublings = max(tensor_parallel.bit_length() - 1, 0)
     loss_per_doubling = 0.05 if interconnect == "nvlink" else 0.15
     return max(1.0 - loss_per_doubling * doublings, 0.25)
+
+
+def pipeline_parallel_efficiency(pipeline_parallel: int) -> float:
+    """Fraction of linear scaling pipeline stages keep: with sequences enough in flight every stage works,
+    but each step waits for activations to cross the network between nodes and for the slowest stage.
+    An estimate (10 % per doubling of stages); measure and give `throughput` for a real figure."""
+    doublings = max(pipeline_parallel.bit_length() - 1, 0)
+    return max(1.0 - 0.10 * doublings, 0.25)

@@ -32,6 +32,8 @@ def _placement(e: EnginePlan) -> str:
         return f"{e.pool} MIG {e.mig_profile}"
     if e.placement == "cpu":
         return f"{e.pool} CPU"
+    if e.pipeline_parallel > 1:  # a replica over nodes: a stage per node, its layers as vLLM splits them
+        return f"{e.pool} TP{e.tensor_parallel} x PP{e.pipeline_parallel} ({'+'.join(map(str, e.stage_layers))} layers)"
     return f"{e.pool} TP{e.tensor_parallel}"
 
 

@@ -24,6 +24,7 @@ def vllm_args(
         "--host", host,
         "--port", str(port),
         "--tensor-parallel-size", str(engine.tensor_parallel),
+        *(["--pipeline-parallel-size", str(engine.pipeline_parallel)] if engine.pipeline_parallel > 1 else []),
         "--max-model-len", str(engine.kv.max_context),
         "--gpu-memory-utilization", str(engine.gpu_memory_utilization),
         "--max-num-seqs", str(engine.kv.max_num_seqs),
@@ -59,3 +60,18 @@ def vllm_args(
             *(f"{a.name}={adapter_dir}/{a.name}" for a in engine.lora.adapters),
         ]
     return args
+
+
+MASTER_PORT = 29501
+"""vLLM's default --master-port: the leader's torch.distributed store the stages meet at."""
+
+
+def stage_args(engine: EnginePlan, *, rank: str, leader: str) -> list[str]:
+    """What one pod of a replica spanning nodes adds to vllm_args(): vLLM's own multi-node serving over
+    multiprocessing (docs/serving/parallelism_scaling.md of the pinned release: `--nnodes N --node-rank R
+    --master-addr LEADER`, the others `--headless`), one pod per node and pipeline stage. `rank` is the
+    pod's index in its group (0 for the leader, which serves the API), `leader` the leader's address
+    (docs/decisions.md: Replicas across nodes are vLLM's own multi-node serving in a LeaderWorkerSet)."""
+    args = ["--distributed-executor-backend", "mp", "--nnodes", str(engine.pipeline_parallel),
+            "--node-rank", rank, "--master-addr", leader, "--master-port", str(MASTER_PORT)]
+    return args if rank == "0" else [*args, "--headless"]

@@ -11,6 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from tenantry.deploy.common import chart_namespace, labels, pinned_release
+from tenantry.deploy.engine import LWS_API_VERSION
 from tenantry.monitoring.signals import engine_signals
 from tenantry.pins import chart
 from tenantry.plan.model import EnginePlan, Plan
@@ -24,8 +25,8 @@ class EngineAutoscalingArgs:
     namespace: str
     """The engines' namespace."""
     prometheus_url: str
-    deployments: dict[str, k8s.apps.v1.Deployment]
-    """Each autoscaled engine's Deployment, by engine name."""
+    workloads: dict[str, pulumi.Resource]
+    """Each autoscaled engine's Deployment (or LeaderWorkerSet, across nodes), by engine name."""
 
 
 class EngineAutoscaling(pulumi.ComponentResource):
@@ -44,8 +45,8 @@ class EngineAutoscaling(pulumi.ComponentResource):
                     kind="ScaledObject",
                     metadata={"name": e.name, "namespace": args.namespace, "labels": labels("engine")},
                     spec=scaled_object_spec(args.plan, e, args.prometheus_url),
-                    # The CRD comes with the release; the Deployment must exist to be scaled.
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[release, args.deployments[e.name]]),
+                    # The CRD comes with the release; the workload must exist to be scaled.
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[release, args.workloads[e.name]]),
                 )
         self.register_outputs({"engines": [e.name for e in scaled]})
 
@@ -57,7 +58,9 @@ def scaled_object_spec(plan: Plan, e: EnginePlan, prometheus_url: str) -> dict[s
     assert e.autoscaling is not None
     window = e.autoscaling.scale_down_after_seconds
     return {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": e.name},
+        # A LeaderWorkerSet scales by groups through its scale subresource, as a Deployment by pods.
+        "scaleTargetRef": ({"apiVersion": LWS_API_VERSION, "kind": "LeaderWorkerSet", "name": e.name}
+                           if e.pipeline_parallel > 1 else {"apiVersion": "apps/v1", "kind": "Deployment", "name": e.name}),
         "minReplicaCount": e.autoscaling.min_replicas,
         "maxReplicaCount": e.autoscaling.max_replicas,
         "pollingInterval": e.autoscaling.polling_seconds,

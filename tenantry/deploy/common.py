@@ -119,9 +119,8 @@ def pinned_release(
     return k8s.helm.v3.Release(
         resource_name,
         name=pin.name,
-        chart=pin.chart,
+        **pin.release_source(),
         version=pin.version,
-        repository_opts={"repo": pin.repository},
         namespace=pin.namespace,
         values=values,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on),

@@ -36,8 +36,14 @@ from tenantry.deploy.model_cache import (
 )
 from tenantry.plan.model import EnginePlan
 from tenantry.configs.node_registration import DEDICATED_LABEL
-from tenantry.configs.vllm import PORT, VLLM_SERVE, vllm_args
+from tenantry.configs.vllm import PORT, VLLM_SERVE, stage_args, vllm_args
 
+LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+"""The label LWS gives each pod of a group, its index in it: 0 for the leader (api/leaderworkerset/v1)."""
+LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
+LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
+"""The variables LWS sets in every container of a group: the leader's address and the pod's index."""
 ENGINE_PRIORITY_CLASS = "tenantry-engine"
 VLLM_USER = 10001
 PROBE_PERIOD_SECONDS = 10
@@ -64,6 +70,8 @@ class EngineArgs:
     """The stack's cloud identity, for the Jobs that fetch from s3:// or gs:// (the replicas fetch nothing)."""
     bucket_account: pulumi.Resource | None = None
     """The service account bucket readers run as: their Jobs wait for it."""
+    group_release: pulumi.Resource | None = None
+    """The LeaderWorkerSet controller's Helm release (with its CRD): an engine across nodes waits for it."""
 
 
 def engine_selector(name: str) -> dict[str, str]:
@@ -91,14 +99,22 @@ class Engine(pulumi.ComponentResource):
             node_selector=engine_node_selector(e), tolerations=_tolerations(e),
         )
         jobs = [populate(f"{name}-{c.role}", c, cache_args, self) for c in caches]
+        metadata = {"name": e.name, "namespace": ns, "labels": pod_labels,
+                    "annotations": {TIMEOUT_ANNOTATION: str(e.pod.startup_seconds + ROLLOUT_MARGIN_SECONDS)}}
         # Replicas start only once every claim they mount is filled: pulumi-kubernetes waits for a Job to complete.
-        self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment",
-            metadata={"name": e.name, "namespace": ns, "labels": pod_labels,
-                      "annotations": {TIMEOUT_ANNOTATION: str(e.pod.startup_seconds + ROLLOUT_MARGIN_SECONDS)}},
-            spec=_deployment_spec(args, caches, selector, pod_labels),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=jobs),
-        )
+        if e.pipeline_parallel > 1:
+            assert args.group_release is not None, "an engine across nodes needs the LeaderWorkerSet controller"
+            self.workload: pulumi.Resource = k8s.apiextensions.CustomResource(
+                f"{name}-group", api_version=LWS_API_VERSION, kind="LeaderWorkerSet", metadata=metadata,
+                spec=_group_spec(args, caches, selector, pod_labels),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*jobs, args.group_release]),
+            )
+            _stages_meet(f"{name}-stages", e.name, ns, selector, pod_labels, child)
+        else:
+            self.workload = k8s.apps.v1.Deployment(
+                f"{name}-deployment", metadata=metadata, spec=_deployment_spec(args, caches, selector, pod_labels),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=jobs),
+            )
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb",
             metadata={"name": e.name, "namespace": ns, "labels": pod_labels},
@@ -106,7 +122,9 @@ class Engine(pulumi.ComponentResource):
             spec={"maxUnavailable": 1, "selector": {"matchLabels": selector}},
             opts=child,
         )
-        self.service = cluster_service(f"{name}-service", e.name, ns, pod_labels, selector, "http", PORT, child)
+        # Across nodes only the leader serves the API (the workers run headless).
+        served_by = {**selector, LWS_WORKER_INDEX_LABEL: "0"} if e.pipeline_parallel > 1 else selector
+        self.service = cluster_service(f"{name}-service", e.name, ns, pod_labels, served_by, "http", PORT, child)
         service_monitor(f"{name}-monitor", e.name, ns, selector, port="http", path="/metrics", opts=child,
                         crd_release=args.monitoring_release, interval_seconds=args.scrape_interval_seconds)
         self.url = f"http://{e.name}.{ns}.svc:{PORT}/v1"
@@ -123,21 +141,67 @@ def _deployment_spec(
         "selector": {"matchLabels": selector},
         # No spare GPUs to surge into: replace one replica at a time.
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
-        "template": {
-            "metadata": {"labels": pod_labels},
-            "spec": {
-                "priorityClassName": ENGINE_PRIORITY_CLASS,
-                "automountServiceAccountToken": False,
-                "nodeSelector": engine_node_selector(e),
-                "tolerations": _tolerations(e),
-                "affinity": spread_across_nodes(selector),
-                "securityContext": pod_security(VLLM_USER),
-                "terminationGracePeriodSeconds": 60,
-                "containers": [_vllm_container(args, caches)],
-                "volumes": _volumes(args, caches),
-            },
+        "template": _pod_template(args, caches, selector, pod_labels, _vllm_container(args, caches)),
+    }
+
+
+def _group_spec(
+    args: EngineArgs, caches: tuple[CacheContent, ...], selector: dict[str, str], pod_labels: dict[str, str]
+) -> dict[str, Any]:
+    """A replica spanning nodes as a LeaderWorkerSet group (LWS v0.10.0, charts/lws): a leader that serves the
+    API and runs the first pipeline stage, and pipeline_parallel - 1 workers, one per node. LWS gives every pod
+    of a group the leader's address and its own index (LWS_LEADER_ADDRESS, LWS_WORKER_INDEX), which Kubernetes
+    puts into the arguments; a pod that restarts takes its whole group with it, as vLLM cannot take a stage
+    back into a running engine."""
+    e = args.engine
+    leader = f"$({LWS_LEADER_ADDRESS_ENV})"
+    return {
+        **({} if e.autoscaling else {"replicas": e.replicas}),
+        "startupPolicy": "LeaderCreated",
+        # No spare nodes to surge into: one group at a time.
+        "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0}},
+        "leaderWorkerTemplate": {
+            "size": e.pipeline_parallel,
+            "restartPolicy": "RecreateGroupOnPodRestart",
+            "leaderTemplate": _pod_template(args, caches, selector, pod_labels,
+                                            _vllm_container(args, caches, stage_args(e, rank="0", leader=leader))),
+            "workerTemplate": _pod_template(args, caches, selector, pod_labels, _headless_stage(
+                args, caches, stage_args(e, rank=f"$({LWS_WORKER_INDEX_ENV})", leader=leader))),
         },
     }
+
+
+def _pod_template(args: EngineArgs, caches: tuple[CacheContent, ...], selector: dict[str, str],
+                  pod_labels: dict[str, str], vllm: dict[str, Any]) -> dict[str, Any]:
+    e = args.engine
+    return {
+        "metadata": {"labels": pod_labels},
+        "spec": {
+            "priorityClassName": ENGINE_PRIORITY_CLASS,
+            "automountServiceAccountToken": False,
+            "nodeSelector": engine_node_selector(e),
+            "tolerations": _tolerations(e),
+            "affinity": spread_across_nodes(selector),
+            "securityContext": pod_security(VLLM_USER),
+            "terminationGracePeriodSeconds": 60,
+            "containers": [vllm],
+            "volumes": _volumes(args, caches),
+        },
+    }
+
+
+def _stages_meet(name: str, engine: str, ns: str, selector: dict[str, str], pod_labels: dict[str, str],
+                 opts: pulumi.ResourceOptions) -> None:
+    """The pods of an engine across nodes reach each other on every port: torch.distributed's store on the
+    leader, and NCCL and vLLM's own messages between the stages on ports they pick at start. Nobody else does
+    (the platform's engine policy admits the gateway and Prometheus)."""
+    k8s.networking.v1.NetworkPolicy(
+        name,
+        metadata={"name": f"{engine}-stages", "namespace": ns, "labels": pod_labels},
+        spec={"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress"],
+              "ingress": [{"from": [{"podSelector": {"matchLabels": selector}}]}]},
+        opts=opts,
+    )
 
 
 def _tolerations(e: EnginePlan) -> list[dict[str, str]]:
@@ -156,25 +220,34 @@ def _volumes(args: EngineArgs, caches: tuple[CacheContent, ...]) -> list[dict[st
     ]
 
 
-def _vllm_container(args: EngineArgs, caches: tuple[CacheContent, ...]) -> dict[str, Any]:
+def _vllm_container(args: EngineArgs, caches: tuple[CacheContent, ...], stage: list[str] | None = None) -> dict[str, Any]:
+    """vLLM serving the API (`stage`: a multi-node leader's arguments, configs/vllm.stage_args)."""
     e = args.engine
-    gpu_resources = {e.gpu_resource: str(e.gpu_resource_count)} if e.gpu_resource else {}
-    args_list = vllm_args(e, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR)
     probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": PROBE_PERIOD_SECONDS, "timeoutSeconds": 5}
     return {
-        "name": "vllm",
-        **pinned_image(args.image),
-        "command": VLLM_SERVE,  # (docs/decisions.md: Engines run vllm serve)
-        "args": args_list,
+        **_headless_stage(args, caches, stage or []),
         "ports": [{"name": "http", "containerPort": PORT}],
-        "env": _vllm_env(),
-        "resources": resources(e.pod.cpu, e.pod.memory_bytes, gpu_resources),
-        "volumeMounts": [*({"name": c.role, "mountPath": c.mount_path, "readOnly": True} for c in caches),
-                         {"name": "shm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"}],
         # The Plan's startup time, in probe periods rounded up.
         "startupProbe": {**probe, "failureThreshold": -(-e.pod.startup_seconds // PROBE_PERIOD_SECONDS)},
         "readinessProbe": {**probe, "failureThreshold": 3},
         "livenessProbe": {**probe, "failureThreshold": 6},
+    }
+
+
+def _headless_stage(args: EngineArgs, caches: tuple[CacheContent, ...], stage: list[str]) -> dict[str, Any]:
+    """vLLM with the Plan's arguments and GPUs: as it is, a worker of a replica across nodes (no API, so no
+    probes: its group restarts with its leader's, or with it when it dies)."""
+    e = args.engine
+    gpu_resources = {e.gpu_resource: str(e.gpu_resource_count)} if e.gpu_resource else {}
+    return {
+        "name": "vllm",
+        **pinned_image(args.image),
+        "command": VLLM_SERVE,  # (docs/decisions.md: Engines run vllm serve)
+        "args": [*vllm_args(e, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR), *stage],
+        "env": _vllm_env(),
+        "resources": resources(e.pod.cpu, e.pod.memory_bytes, gpu_resources),
+        "volumeMounts": [*({"name": c.role, "mountPath": c.mount_path, "readOnly": True} for c in caches),
+                         {"name": "shm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"}],
         # vLLM and its kernels cache compiled code under HOME; everything writable is a volume.
         "securityContext": restricted_container(read_only_root=False, user=VLLM_USER),
     }

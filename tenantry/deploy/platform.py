@@ -14,6 +14,7 @@ import pulumi_random as random
 from tenantry.deploy import gateway as gateway_mod
 from tenantry.deploy import redis as redis_mod
 from tenantry.deploy.autoscaling import EngineAutoscaling, EngineAutoscalingArgs
+from tenantry.deploy.engine_groups import EngineGroups, EngineGroupsArgs
 from tenantry.deploy.common import COMPONENT_LABEL, labels
 from tenantry.deploy.engine import ENGINE_PRIORITY_CLASS, Engine, EngineArgs
 from tenantry.deploy.gateway import GATEWAY_PRIORITY_CLASS, Gateway, GatewayArgs
@@ -64,7 +65,6 @@ class Platform(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         namespace = self._priority_classes_and_namespace(name, ns)
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
-
         GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy, plan.cluster.gpu_operator), child)
         metrics_api = MetricsApi(f"{name}-metrics", MetricsApiArgs(plan.cluster.metrics_api), child)
         self.bucket_service_account = bucket_service_account(f"{name}-buckets", plan.platform, in_namespace)
@@ -74,6 +74,7 @@ class Platform(pulumi.ComponentResource):
         redis = Redis(f"{name}-redis", RedisArgs(ns, IMAGES["redis"]), in_namespace)
         hub_token = (hub_token_secret(f"{name}-hf-token", ns, args.hub_token, in_namespace)
                      if args.hub_token is not None and fetches_from_hub(plan) else None)
+        groups = EngineGroups(f"{name}-engine-groups", EngineGroupsArgs(plan), child)  # engines across nodes
         engines = {
             e.name: Engine(
                 f"{name}-engine-{e.name}",
@@ -82,13 +83,14 @@ class Platform(pulumi.ComponentResource):
                            cache_storage_class=plan.platform.model_cache_storage_class, hub_token=hub_token,
                            monitoring_release=observability.release,
                            scrape_interval_seconds=plan.gateway.engine_scrape_interval_seconds,
-                           bucket_access=bucket_access(plan.platform), bucket_account=self.bucket_service_account),
+                           bucket_access=bucket_access(plan.platform), bucket_account=self.bucket_service_account,
+                           group_release=groups.release),
                 in_namespace,
             )
             for e in plan.engines
         }
         EngineAutoscaling(f"{name}-autoscaling", EngineAutoscalingArgs(
-            plan, ns, observability.prometheus_url, {n: e.deployment for n, e in engines.items()}), child)
+            plan, ns, observability.prometheus_url, {n: e.workload for n, e in engines.items()}), child)
         keys = self._tenant_keys(name, plan)
         gateway = Gateway(
             f"{name}-gateway",

@@ -16,6 +16,7 @@ CRD_CHARTS = {
     "nvidia.com": "gpu-operator",
     "nfd.k8s-sigs.io": "gpu-operator",  # its node-feature-discovery subchart
     "keda.sh": "keda",
+    "leaderworkerset.x-k8s.io": "lws",
 }
 """The API groups of custom resources, each with the pinned chart (charts/<name>) whose CRDs define it."""
 BUILT_IN_GROUPS = frozenset({
@@ -61,7 +62,8 @@ def custom_resources_wait_for_their_crds(resources: list[Resource]) -> list[str]
         if group not in CRD_CHARTS:
             violations.append(f"{resource.label} is a {group} custom resource that no pinned chart is known to define")
             continue
-        wanted = chart(CRD_CHARTS[group]).chart
-        if not any(r.kind == "Release" and r.props.get("chart") == wanted for r in _created_before(resource, by_urn)):
+        pin = chart(CRD_CHARTS[group])
+        wanted, source = pin.chart, pin.release_source()["chart"]  # an OCI chart by its reference
+        if not any(r.kind == "Release" and r.props.get("chart") == source for r in _created_before(resource, by_urn)):
             violations.append(f"{resource.label} does not depend on the Helm release of {wanted}, which installs its CRD")
     return violations

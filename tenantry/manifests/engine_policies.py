@@ -2,33 +2,43 @@
 
 from __future__ import annotations
 
-from tenantry.manifests.resources import Resource, containers, pod_spec, quantity_bytes, volume_size
+from tenantry.manifests.resources import (Resource, pod_spec, pod_templates, quantity_bytes, volume_size,
+                                         workloads_by_name)
 from tenantry.plan.model import Plan
 
 
 def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
     """GPU requests and vLLM's arguments are exactly what the Plan decided."""
     from tenantry.deploy.model_cache import ADAPTERS_DIR, WEIGHTS_DIR
-    from tenantry.configs.vllm import VLLM_SERVE, vllm_args
+    from tenantry.configs.vllm import VLLM_SERVE, stage_args, vllm_args
 
     violations = []
-    deployments = {r.metadata.get("name"): r for r in resources if r.kind == "Deployment"}
+    deployments = workloads_by_name(resources)
     for engine in plan.engines:
         deployment = deployments.get(engine.name)
-        if deployment is None:
-            violations.append(f"engine {engine.name} has no Deployment")
+        kind = "LeaderWorkerSet" if engine.pipeline_parallel > 1 else "Deployment"
+        if deployment is None or deployment.kind != kind:
+            violations.append(f"engine {engine.name} has no {kind}")
             continue
-        vllm = next((c for c in containers(deployment) if c.get("name") == "vllm"), {})
-        expected = vllm_args(engine, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR)
-        if vllm.get("args") != expected:
-            violations.append(f"{deployment.label} runs vLLM with {vllm.get('args')}, the plan says {expected}")
-        if vllm.get("command") != VLLM_SERVE:  # the arguments start with the positional model of `vllm serve`
-            violations.append(f"{deployment.label} starts vLLM with {vllm.get('command')}, not {VLLM_SERVE}")
-        limits = (vllm.get("resources") or {}).get("limits") or {}
-        gpus = {k: v for k, v in limits.items() if k.startswith("nvidia.com/")}
-        wanted = {engine.gpu_resource: str(engine.gpu_resource_count)} if engine.gpu_resource else {}
-        if gpus != wanted:
-            violations.append(f"{deployment.label} requests {gpus}, the plan says {wanted}")
+        if kind == "LeaderWorkerSet":
+            violations += _groups_match_the_plan(deployment, engine)
+        plain = vllm_args(engine, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR)
+        # Across nodes, each pod of a group adds its stage's place (configs/vllm.stage_args): the leader's, the workers'.
+        stages = ([stage_args(engine, rank="0", leader="$(LWS_LEADER_ADDRESS)"),
+                   stage_args(engine, rank="$(LWS_WORKER_INDEX)", leader="$(LWS_LEADER_ADDRESS)")]
+                  if kind == "LeaderWorkerSet" else [[]])
+        for template, stage in zip(pod_templates(deployment), stages, strict=False):
+            vllm = next((c for c in (template.get("spec") or {}).get("containers") or [] if c.get("name") == "vllm"), {})
+            expected = [*plain, *stage]
+            if vllm.get("args") != expected:
+                violations.append(f"{deployment.label} runs vLLM with {vllm.get('args')}, the plan says {expected}")
+            if vllm.get("command") != VLLM_SERVE:  # the arguments start with the positional model of `vllm serve`
+                violations.append(f"{deployment.label} starts vLLM with {vllm.get('command')}, not {VLLM_SERVE}")
+            limits = (vllm.get("resources") or {}).get("limits") or {}
+            gpus = {k: v for k, v in limits.items() if k.startswith("nvidia.com/")}
+            wanted = {engine.gpu_resource: str(engine.gpu_resource_count)} if engine.gpu_resource else {}
+            if gpus != wanted:
+                violations.append(f"{deployment.label} requests {gpus}, the plan says {wanted}")
         # An autoscaled engine's replicas are its ScaledObject's to set: a count in the Deployment would be put back
         # on every update (engines_scale_within_the_plans_bounds checks the bounds).
         wanted_replicas = None if engine.autoscaling else engine.replicas
@@ -36,6 +46,21 @@ def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
             violations.append(f"{deployment.label} has {deployment.props['spec'].get('replicas')} replicas, "
                               f"the plan says {wanted_replicas or 'none (the autoscaler sets them)'}")
     return violations
+
+
+def _groups_match_the_plan(group: Resource, engine) -> list[str]:
+    """A replica across nodes is a group of pipeline_parallel pods, a leader and its workers, recreated whole."""
+    template = (group.props.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    found = []
+    if template.get("size") != engine.pipeline_parallel:
+        found.append(f"{group.label} has groups of {template.get('size')} pods, the plan says {engine.pipeline_parallel} "
+                     f"(one per pipeline stage)")
+    if not (template.get("leaderTemplate") and template.get("workerTemplate")):
+        found.append(f"{group.label} lacks a leader or a worker template")
+    if template.get("restartPolicy") != "RecreateGroupOnPodRestart":
+        found.append(f"{group.label} restarts a pod alone ({template.get('restartPolicy')}): vLLM cannot take a "
+                     "stage back into a running engine")
+    return found
 
 
 def engines_scale_within_the_plans_bounds(resources: list[Resource], plan: Plan) -> list[str]:
@@ -69,22 +94,24 @@ def engine_volumes_hold_their_checkpoint(resources: list[Resource], plan: Plan) 
     from tenantry.units import human_bytes
 
     violations = []
-    deployments = {r.metadata.get("name"): r for r in resources if r.kind == "Deployment"}
+    deployments = workloads_by_name(resources)
     claims = {r.metadata.get("name"): r.props.get("spec") for r in resources if r.kind == "PersistentVolumeClaim"}
     for engine in plan.engines:
         deployment = deployments.get(engine.name)
         if deployment is None:
             continue  # engines_match_the_plan names it
-        vllm = next((c for c in containers(deployment) if c.get("name") == "vllm"), {})
-        mount = next((m.get("name") for m in vllm.get("volumeMounts") or [] if m.get("mountPath") == MODELS_DIR), None)
-        volume = next((v for v in (pod_spec(deployment) or {}).get("volumes") or [] if v.get("name") == mount), None)
-        size = volume_size(volume, claims) if volume else None
-        size_bytes = quantity_bytes(size) if size is not None else None
-        if size_bytes is None or size_bytes < engine.pod.download_bytes:
-            dtype = "bf16" if engine.quantize_on_load else engine.weights
-            violations.append(f"{deployment.label} reads {human_bytes(engine.pod.download_bytes)} of {dtype} "
-                              f"{engine.model} weights from {MODELS_DIR}, "
-                              f"whose volume holds {size or 'no stated size'}")
+        for pod in (t.get("spec") or {} for t in pod_templates(deployment)):  # each stage's pods, across nodes
+            vllm = next((c for c in pod.get("containers") or [] if c.get("name") == "vllm"), {})
+            mount = next((m.get("name") for m in vllm.get("volumeMounts") or [] if m.get("mountPath") == MODELS_DIR),
+                         None)
+            volume = next((v for v in pod.get("volumes") or [] if v.get("name") == mount), None)
+            size = volume_size(volume, claims) if volume else None
+            size_bytes = quantity_bytes(size) if size is not None else None
+            if size_bytes is None or size_bytes < engine.pod.download_bytes:
+                dtype = "bf16" if engine.quantize_on_load else engine.weights
+                violations.append(f"{deployment.label} reads {human_bytes(engine.pod.download_bytes)} of {dtype} "
+                                  f"{engine.model} weights from {MODELS_DIR}, "
+                                  f"whose volume holds {size or 'no stated size'}")
     return violations
 
 
@@ -99,21 +126,21 @@ def engines_fetch_nothing_at_start(resources: list[Resource], plan: Plan) -> lis
     from tenantry.deploy.model_cache import ADAPTERS_DIR, MODELS_DIR
 
     violations = []
-    deployments = {r.metadata.get("name"): r for r in resources if r.kind == "Deployment"}
+    deployments = workloads_by_name(resources)
     jobs = [r for r in resources if r.kind == "Job"]
     for engine in plan.engines:
         deployment = deployments.get(engine.name)
         if deployment is None:
             continue  # engines_match_the_plan names it
-        pod = pod_spec(deployment) or {}
-        for init in pod.get("initContainers") or []:
-            violations.append(f"{deployment.label} runs init container {init.get('name')} before vLLM: "
-                              "engines start from their cache claims and fetch nothing")
-        for container in pod.get("containers") or []:
-            violations += _container_stays_offline(deployment, container)
-        vllm = next((c for c in pod.get("containers") or [] if c.get("name") == "vllm"), {})
-        for path in (MODELS_DIR, *([ADAPTERS_DIR] if engine.lora.adapters else [])):
-            violations += _mount_from_filled_claim(deployment, pod, vllm, path, jobs)
+        for pod in (t.get("spec") or {} for t in pod_templates(deployment)):  # each stage's pods, across nodes
+            for init in pod.get("initContainers") or []:
+                violations.append(f"{deployment.label} runs init container {init.get('name')} before vLLM: "
+                                  "engines start from their cache claims and fetch nothing")
+            for container in pod.get("containers") or []:
+                violations += _container_stays_offline(deployment, container)
+            vllm = next((c for c in pod.get("containers") or [] if c.get("name") == "vllm"), {})
+            for path in (MODELS_DIR, *([ADAPTERS_DIR] if engine.lora.adapters else [])):
+                violations += _mount_from_filled_claim(deployment, pod, vllm, path, jobs)
     return violations
 
 

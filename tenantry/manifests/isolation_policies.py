@@ -18,7 +18,7 @@ import yaml
 
 from tenantry.configs.node_registration import DEDICATED_LABEL, POOL_LABEL
 from tenantry.manifests.cluster_policies import NODE_PATCH
-from tenantry.manifests.resources import Resource, containers, pod_spec, template_labels
+from tenantry.manifests.resources import Resource, containers, pod_templates, template_labels, workloads_by_name
 from tenantry.plan.model import Plan
 
 
@@ -37,7 +37,7 @@ def tenants_get_the_isolation_they_were_promised(resources: list[Resource], plan
     for tenant, engines in reach.items():
         for engine in engines:
             reached_by[engine].add(tenant)
-    deployments = {r.metadata.get("name"): r for r in resources if r.kind == "Deployment"}
+    deployments = workloads_by_name(resources)
     owners = {a.name: a.tenant for e in plan.engines for a in e.lora.adapters}
 
     violations = []
@@ -76,10 +76,11 @@ def _dedicated_engine(tenant: str, level: str, engine: str, reached_by: set[str]
             found.append(f"{deployment.label} of tenant {tenant} (isolation mig) requests {sorted(requested)}, not a "
                          f"MIG slice")
     if level == "dedicated-node":
-        selector = (pod_spec(deployment) or {}).get("nodeSelector") or {}
-        if selector.get(DEDICATED_LABEL) != tenant:
-            found.append(f"{deployment.label} of tenant {tenant} (isolation dedicated-node) does not select nodes "
-                         f"labelled {DEDICATED_LABEL}={tenant}: {selector}")
+        for template in pod_templates(deployment):  # every stage's pods, across nodes
+            selector = (template.get("spec") or {}).get("nodeSelector") or {}
+            if selector.get(DEDICATED_LABEL) != tenant:
+                found.append(f"{deployment.label} of tenant {tenant} (isolation dedicated-node) does not select nodes "
+                             f"labelled {DEDICATED_LABEL}={tenant}: {selector}")
     return found
 
 
@@ -87,10 +88,7 @@ def _dedicated_pools(tenant: str, pools: set[str], resources: list[Resource]) ->
     """Only the tenant's own pods tolerate its pools' taint (the pool taint keeps every other pod off), and the
     nodes tenantry labels there carry its label."""
     found = []
-    for resource in resources:
-        spec = pod_spec(resource)
-        if spec is None:
-            continue
+    for resource, spec in ((r, t.get("spec") or {}) for r in resources for t in pod_templates(r)):
         tolerated = {t.get("value") for t in spec.get("tolerations") or []
                      if t.get("key") == POOL_LABEL and t.get("operator") == "Equal"} & pools
         if tolerated and (spec.get("nodeSelector") or {}).get(DEDICATED_LABEL) != tenant:

@@ -22,7 +22,7 @@ from tenantry.manifests.resources import (
     pod_spec,
     selects,
 )
-from tenantry.pins import IMAGES, chart, image_pin_problem
+from tenantry.pins import IMAGES, image_pin_problem, pinned_chart_of
 
 
 def tenant_namespaces_are_isolated(resources: list[Resource]) -> list[str]:
@@ -53,7 +53,8 @@ def engines_reachable_only_from_gateway(resources: list[Resource], gateway_selec
     policy selecting them admits only the gateway's pods (same namespace) and
     Prometheus; no engine Service leaves the cluster network."""
     violations = []
-    engines = [r for r in resources if r.kind == "Deployment" and ENGINE_SELECTOR_KEY in template_labels(r)]
+    engines = [r for r in resources if r.kind in ("Deployment", "LeaderWorkerSet")
+               and ENGINE_SELECTOR_KEY in template_labels(r)]
     policies = [r for r in resources if r.kind == "NetworkPolicy"]
     for engine in engines:
         pod_labels = template_labels(engine)
@@ -68,13 +69,21 @@ def engines_reachable_only_from_gateway(resources: list[Resource], gateway_selec
                 if not peers:
                     violations.append(f"engine {engine.label} is reachable from anywhere through {policy.label}")
                 for peer in peers or []:
-                    if not _allowed_engine_peer(peer, gateway_selector, monitoring_namespace):
+                    if not _allowed_engine_peer(peer, gateway_selector, monitoring_namespace) and not (
+                            engine.kind == "LeaderWorkerSet" and _own_stage(peer, pod_labels)):
                         violations.append(f"engine {engine.label} is reachable from {peer} through {policy.label}")
     for service in (r for r in resources if r.kind == "Service"):
         selector = (service.props.get("spec") or {}).get("selector") or {}
         if ENGINE_SELECTOR_KEY in selector and (service.props.get("spec") or {}).get("type") in ("NodePort", "LoadBalancer"):
             violations.append(f"engine {service.label} is exposed outside the cluster")
     return violations
+
+
+def _own_stage(peer: dict[str, Any], pod_labels: dict[str, str]) -> bool:
+    """A peer that is the engine's own pods, in its namespace: the stages of a replica across nodes."""
+    pods = (peer.get("podSelector") or {}).get("matchLabels") or {}
+    return (set(peer) == {"podSelector"} and pods.get(ENGINE_SELECTOR_KEY) == pod_labels.get(ENGINE_SELECTOR_KEY)
+            and selects({"matchLabels": pods}, pod_labels))
 
 
 def _allowed_engine_peer(peer: dict[str, Any], gateway_selector: dict[str, str], monitoring_namespace: str) -> bool:
@@ -119,11 +128,11 @@ def versions_are_pinned(resources: list[Resource]) -> list[str]:
         if resource.kind == "Release":
             name = resource.props.get("chart")
             try:
-                pin = chart(str(name))
+                pin = pinned_chart_of(str(name))
             except FileNotFoundError:
                 violations.append(f"Helm release {resource.name} installs chart {name!r}, which charts/ does not pin")
                 continue
-            if resource.props.get("version") != pin.version or (resource.props.get("repositoryOpts") or {}).get("repo") != pin.repository:
+            if not pin.is_release_of(resource.props):
                 violations.append(f"Helm release {resource.name} is not chart {pin.chart} {pin.version} from {pin.repository}")
     return violations
 

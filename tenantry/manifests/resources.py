@@ -13,7 +13,7 @@ from typing import Any
 
 from tenantry.manifests.offline import Secret
 
-WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod", "ReplicaSet"}
+WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod", "ReplicaSet", "LeaderWorkerSet"}
 ENGINE_SELECTOR_KEY = "tenantry.io/engine"
 TENANT_LABEL = "tenantry.io/tenant"
 
@@ -65,8 +65,32 @@ def from_policy_props(value: Any) -> Any:
     return value
 
 
-def pod_spec(resource: Resource) -> dict[str, Any] | None:
+def workloads_by_name(resources: list[Resource]) -> dict[str, Resource]:
+    """Deployments and LeaderWorkerSets (an engine across nodes) by name: what runs each engine."""
+    return {r.metadata.get("name"): r for r in resources if r.kind in ("Deployment", "LeaderWorkerSet")}
+
+
+def pod_templates(resource: Resource) -> list[dict[str, Any]]:
+    """Every pod template of a workload (metadata and spec): a LeaderWorkerSet has its leader's and its
+    workers'; the other kinds one, or none."""
     spec = resource.props.get("spec") or {}
+    if resource.kind == "LeaderWorkerSet":
+        group = spec.get("leaderWorkerTemplate") or {}
+        return [t for t in (group.get("leaderTemplate"), group.get("workerTemplate")) if t]
+    if resource.kind == "Pod":
+        return [resource.props]
+    if resource.kind == "CronJob":
+        return [t for t in [((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")] if t]
+    if resource.kind in WORKLOAD_KINDS:
+        return [t for t in [spec.get("template")] if t]
+    return []
+
+
+def pod_spec(resource: Resource) -> dict[str, Any] | None:
+    """The workload's pod spec: a LeaderWorkerSet's leader's (pod_templates has its workers' too)."""
+    spec = resource.props.get("spec") or {}
+    if resource.kind == "LeaderWorkerSet":
+        return next((t.get("spec") for t in pod_templates(resource)), None)
     if resource.kind == "Pod":
         return spec
     if resource.kind == "CronJob":
@@ -77,14 +101,16 @@ def pod_spec(resource: Resource) -> dict[str, Any] | None:
 
 
 def containers(resource: Resource) -> Iterator[dict[str, Any]]:
-    spec = pod_spec(resource) or {}
-    yield from spec.get("initContainers") or []
-    yield from spec.get("containers") or []
+    """Every container of every pod template of the workload, init containers first."""
+    for template in pod_templates(resource):
+        spec = template.get("spec") or {}
+        yield from spec.get("initContainers") or []
+        yield from spec.get("containers") or []
 
 
 def template_labels(resource: Resource) -> dict[str, str]:
-    spec = resource.props.get("spec") or {}
-    return ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    """The labels of the workload's pods (a LeaderWorkerSet's leader's)."""
+    return next(((t.get("metadata") or {}).get("labels") or {} for t in pod_templates(resource)), {})
 
 
 def selects(selector: dict[str, Any], pod_labels: dict[str, str]) -> bool:

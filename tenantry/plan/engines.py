@@ -7,7 +7,7 @@ from tenantry.catalog.gpus import GPU_TYPES, WHOLE_GPU_RESOURCE, MigProfile, mig
 from tenantry.catalog.models import Architecture, estimate_parameters, is_gated
 from tenantry.plan.autoscaling import plan_autoscaling
 from tenantry.plan.lora import plan_lora
-from tenantry.plan.memory import kv_block_size, plan_gpu_budget, plan_kv, plan_memory
+from tenantry.plan.memory import kv_block_size, pipeline_stages, plan_gpu_budget, plan_kv, plan_memory
 from tenantry.plan.model import EnginePlan, PlacementKind
 from tenantry.plan.notes import EngineNotes
 from tenantry.plan.pod import plan_pod
@@ -30,7 +30,6 @@ def plan_engine(
     placement: PlacementKind = "mig" if mig else ("cpu" if gpu.name == "CPU" else "gpus")
     max_context = engine_max_context(engine, arch)
     _check_architecture(engine, arch, notes)
-
     budget = plan_gpu_budget(engine, arch, gpu, mig, notes)
     guaranteed = frozenset(t.name for t in spec.tenants if t.tier == "guaranteed")
     lora = plan_lora(engine, arch, budget.free_bytes, guaranteed, notes)
@@ -47,8 +46,9 @@ def plan_engine(
     if not routes and not is_fallback:
         notes.warn(None, "no tenant sends traffic here and it is no fallback target")
     tokens = plan_tokens(engine, arch, gpu, mig, pool.gpu_hour_price_usd, routes, notes)
-    resource, resource_count = _gpu_resource(placement, mig, engine.placement.tensor_parallel)
-    pod = plan_pod(engine.placement.tensor_parallel, placement, budget.download_bytes, lora)
+    tp, pp = engine.placement.tensor_parallel, engine.placement.pipeline_parallel
+    resource, resource_count = _gpu_resource(placement, mig, tp)
+    pod = plan_pod(tp, placement, budget.download_bytes, lora, pipeline_parallel=pp)
     return EnginePlan(
         name=engine.name,
         model=resolved.name,
@@ -61,7 +61,7 @@ def plan_engine(
         pool=pool.name,
         gpu=gpu.name,
         placement=placement,
-        tensor_parallel=engine.placement.tensor_parallel,
+        tensor_parallel=tp,
         mig_profile=mig.name if mig else None,
         replicas=engine.replicas,
         gpu_resource=resource,
@@ -75,6 +75,8 @@ def plan_engine(
         pod=pod,
         tenants=tuple(dict.fromkeys(r.tenant.name for r in routes)),
         autoscaling=plan_autoscaling(engine, placement == "cpu", pod.startup_seconds, notes),
+        pipeline_parallel=pp,
+        stage_layers=pipeline_stages(arch.layers, pp),
     )
 
 
@@ -92,7 +94,7 @@ def _check_architecture(engine: EngineSpec, arch: Architecture, notes: EngineNot
 
 
 def _gpu_resource(placement: PlacementKind, mig: MigProfile | None, tensor_parallel: int) -> tuple[str | None, int]:
-    """The extended resource each replica requests, and how many of it."""
+    """The extended resource each replica's pod (each stage's, across nodes) requests, and how many of it."""
     if mig:
         return mig_resource(mig.name), 1
     if placement == "cpu":

@@ -33,6 +33,28 @@ def weight_bytes(arch: Architecture, weights: WeightDtype) -> int:
     return math.ceil(quantised * WEIGHT_BYTES[weights]) + arch.embedding_parameters * 2
 
 
+def pipeline_stages(layers: int, pipeline_parallel: int) -> tuple[int, ...]:
+    """The layers of each pipeline stage as vLLM splits them (get_pp_indices in vllm/distributed/utils.py,
+    v0.32.0): an equal share each, and the remainder one apiece to the stages before the last, from the
+    second-to-last back (the last holds the output head and the final norm)."""
+    stages = [layers // pipeline_parallel] * pipeline_parallel
+    for i in range(2, layers % pipeline_parallel + 2):
+        stages[-i] += 1
+    return tuple(stages)
+
+
+def stage_weight_bytes(arch: Architecture, weights: WeightDtype, stages: tuple[int, ...]) -> tuple[int, ...]:
+    """The weights each pipeline stage holds: its layers' share of the decoder, the input embeddings on the
+    first and the output head on the last (16-bit, as weight_bytes keeps them; a head tied to the embeddings
+    is a copy of its own once they sit on different stages). One stage holds weight_bytes."""
+    if len(stages) == 1:
+        return (weight_bytes(arch, weights),)
+    table = arch.vocab_size * arch.hidden_size * 2
+    per_layer = (weight_bytes(arch, weights) - arch.embedding_parameters * 2) / arch.layers
+    last = len(stages) - 1
+    return tuple(math.ceil(per_layer * n + table * ((i == 0) + (i == last))) for i, n in enumerate(stages))
+
+
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
     """Keys and values (2) for every layer, KV head and head dimension."""
     return 2 * layers * kv_heads * head_dim * dtype_bytes
@@ -89,15 +111,18 @@ class GpuBudget:
 def plan_gpu_budget(
     engine: EngineSpec, arch: Architecture, gpu: GpuType, mig: MigProfile | None, notes: EngineNotes
 ) -> GpuBudget:
-    tp = engine.placement.tensor_parallel
+    tp, pp = engine.placement.tensor_parallel, engine.placement.pipeline_parallel
+    stages = pipeline_stages(arch.layers, pp)
     device = mig.memory_bytes if mig else gpu.memory_bytes
     claimed = int(device * engine.gpu_memory_utilization)
     weights_total = weight_bytes(arch, engine.weights)
-    weights_per_gpu = math.ceil(weights_total / tp)
+    # The stage holding the most weights (a table of embeddings besides its layers) sets every GPU's share.
+    weights_per_gpu = math.ceil(max(stage_weight_bytes(arch, engine.weights, stages)) / tp)
     reserve = int(device * engine.runtime_reserve_fraction)
     quantize_on_load = engine.weights != "bf16" and engine.source is None
     download = weight_bytes(arch, "bf16") if quantize_on_load else weights_total
-    loading_per_gpu = math.ceil(download / tp)
+    loading_per_gpu = math.ceil(max(stage_weight_bytes(arch, "bf16" if quantize_on_load else engine.weights,
+                                                       stages)) / tp)
     where = f"a {mig.name} slice of an {gpu.name}" if mig else f"an {gpu.name}"
     if weights_per_gpu + reserve <= claimed < loading_per_gpu + reserve:
         notes.refuse(
@@ -107,13 +132,15 @@ def plan_gpu_budget(
             f"{gib(claimed)}; give a pre-quantised checkpoint as source, or a larger tensor_parallel",
         )
     elif weights_per_gpu + reserve > claimed:
-        split = f" ({gib(weights_total)} over tensor_parallel {tp})" if tp > 1 else ""
+        over = f"tensor_parallel {tp}" + (f" x pipeline_parallel {pp}, its largest stage" if pp > 1 else "")
+        split = f" ({gib(weights_total)} over {over})" if tp * pp > 1 else ""
         notes.refuse(
             "placement",
             f"{engine.model} {engine.weights} weights need {gib(weights_per_gpu)} per GPU{split} plus "
             f"{gib(reserve)} of runtime reserve, but {where} gives the engine {gib(claimed)} "
             f"(gpu_memory_utilization {engine.gpu_memory_utilization}); use a larger "
-            + ("slice or whole GPUs" if mig else "tensor_parallel, quantised weights or a larger GPU"),
+            + ("slice or whole GPUs" if mig else "tensor_parallel (or pipeline_parallel across nodes), quantised "
+               "weights or a larger GPU"),
         )
     return GpuBudget(
         device_bytes=device,
@@ -156,7 +183,10 @@ def plan_kv(
     sequences here are the blocks it makes of them (docs/decisions.md: The engine's KV cache is the Plan's)."""
     tp = engine.placement.tensor_parallel
     dtype_bytes = KV_BYTES[engine.kv_cache_dtype]
-    per_token_gpu = kv_bytes_per_token(arch.layers, kv_heads_per_gpu(arch.kv_heads, tp), arch.head_dim, dtype_bytes)
+    # A pipeline stage keeps the keys and values of its own layers: the largest stage's fill first, and vLLM
+    # makes every stage the same number of blocks.
+    stage_layers = max(pipeline_stages(arch.layers, engine.placement.pipeline_parallel))
+    per_token_gpu = kv_bytes_per_token(stage_layers, kv_heads_per_gpu(arch.kv_heads, tp), arch.head_dim, dtype_bytes)
     blocks = kv_blocks(memory.kv_bytes, block_size, per_token_gpu)
     kv_tokens = blocks * block_size
     at_max = sequences_in_blocks(blocks, block_size, max_context)

@@ -216,6 +216,16 @@ class EnginePlan:
     """Its pool runs only dedicated_to's engines (isolation dedicated-node): its pods select that tenant's nodes."""
     autoscaling: AutoscalingPlan | None = None
     """Replica bounds under KEDA (tenantry/plan/autoscaling.py); None: `replicas`, fixed."""
+    pipeline_parallel: int = 1
+    """Nodes (pods) one replica spans, a pipeline stage of tensor_parallel GPUs on each: above 1, a
+    LeaderWorkerSet of one leader and pipeline_parallel - 1 workers per replica."""
+    stage_layers: tuple[int, ...] = ()
+    """The model's layers on each pipeline stage, as vLLM splits them (tenantry/plan/memory.py)."""
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """Whole GPUs one replica holds, every stage together (0 on CPU; a MIG replica is one slice)."""
+        return self.gpu_resource_count * self.pipeline_parallel
 
     @property
     def most_replicas(self) -> int:

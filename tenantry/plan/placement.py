@@ -50,7 +50,8 @@ def plan_pool(index: int, pool: NodePoolSpec, engines: tuple[EnginePlan, ...], n
         slices = _mig_slices(path, pool, layout, mine, notes)
         gpus_used = gpus if mine else 0
     else:
-        groups = [e.tensor_parallel for e in mine for _ in range(e.most_replicas)]
+        # A replica across nodes is one group per pipeline stage, each a whole node (the spec's checks).
+        groups = [e.tensor_parallel for e in mine for _ in range(e.most_replicas * e.pipeline_parallel)]
         gpus_used = sum(groups)
         if not pack_tp_groups(groups, pool.nodes, pool.gpus_per_node):
             notes.refuse(

@@ -22,13 +22,15 @@ def _gib_ceil(n: float) -> int:
     return math.ceil(n / 2**30) * 2**30
 
 
-def plan_pod(tensor_parallel: int, placement: PlacementKind, download_bytes: int, lora: LoraPlan) -> PodPlan:
+def plan_pod(tensor_parallel: int, placement: PlacementKind, download_bytes: int, lora: LoraPlan,
+             pipeline_parallel: int = 1) -> PodPlan:
     """vLLM keeps a CPU worker per GPU busy (tokenising, scheduling, detokenising), loads weights
     through host memory shard by shard, and keeps max_cpu_loras adapters in host memory.
     The cache claim, the start-up time and the cache Jobs' deadline follow the checkpoint as
     fetched (bf16 when vLLM quantises it while loading), not the weights as they sit on the GPU;
     the engine reads it from the claim, so its start-up holds no download
-    (docs/decisions.md: Weights live in a cache claim filled once)."""
+    (docs/decisions.md: Weights live in a cache claim filled once). A pod of a replica spanning nodes
+    is one pipeline stage: it loads its stage's share of the checkpoint, beside the others."""
     gpus = tensor_parallel
     warm_adapters = sum(sorted((a.bytes for a in lora.adapters), reverse=True)[: lora.max_cpu_loras])
     all_adapters = sum(a.bytes for a in lora.adapters)
@@ -41,7 +43,8 @@ def plan_pod(tensor_parallel: int, placement: PlacementKind, download_bytes: int
         # The checkpoint plus the tokenizer, config and headroom.
         model_cache_bytes=_gib_ceil(download_bytes * 1.15 + 2**30),
         adapter_store_bytes=_gib_ceil(all_adapters * 1.2 + 2**28),
-        startup_seconds=STARTUP_BASE_SECONDS + STARTUP_SECONDS_PER_GIB * math.ceil(download_bytes / 2**30),
+        startup_seconds=STARTUP_BASE_SECONDS
+        + STARTUP_SECONDS_PER_GIB * math.ceil(download_bytes / pipeline_parallel / 2**30),
         populate_seconds=POPULATE_BASE_SECONDS
         + POPULATE_SECONDS_PER_GIB * math.ceil((download_bytes + all_adapters) / 2**30),
     )
@@ -57,7 +60,14 @@ def refuse_cache_claims_across_nodes(
         return
     nodes = {p.name: p.nodes for p in pools}
     for index, engine in enumerate(engines):
-        if engine.most_replicas > 1 and nodes.get(engine.pool, 1) > 1:
+        if engine.pipeline_parallel > 1:
+            notes.about_engine(index, engine.name).refuse(
+                "placement.pipeline_parallel",
+                f"each replica spans {engine.pipeline_parallel} nodes, and every stage mounts the cache claim "
+                "that one node at a time can mount when ReadWriteOnce; set platform.model_cache.access_mode to "
+                "ReadWriteMany with a StorageClass that offers it (platform.model_cache.storage_class)",
+            )
+        elif engine.most_replicas > 1 and nodes.get(engine.pool, 1) > 1:
             notes.about_engine(index, engine.name).refuse(
                 "autoscaling.max_replicas" if engine.autoscaling else "replicas",
                 f"{engine.most_replicas} replicas on pool {engine.pool} of {nodes[engine.pool]} nodes would share a "

@@ -15,6 +15,7 @@ from tenantry.catalog.throughput import (
     PREFILL_DTYPE_SPEEDUP,
     THROUGHPUT_PER_GPU,
     SizeClass,
+    pipeline_parallel_efficiency,
     size_class,
     tensor_parallel_efficiency,
 )
@@ -38,10 +39,11 @@ def replica_throughput(
     weights: WeightDtype,
     tensor_parallel: int,
     mig_profile: MigProfile | None,
+    pipeline_parallel: int = 1,
 ) -> tuple[float, float]:
     """(prefill, decode) tokens/s of one replica from the catalog: the per-GPU
-    figure times the GPUs of the replica and their TP efficiency, or, on a
-    MIG slice, times its share of compute (prefill) and of memory (decode)."""
+    figure times the GPUs of the replica and their TP (and pipeline) efficiency, or,
+    on a MIG slice, times its share of compute (prefill) and of memory (decode)."""
     prefill = THROUGHPUT_PER_GPU[gpu.name][prefill_class][0] * PREFILL_DTYPE_SPEEDUP[weights]
     decode = THROUGHPUT_PER_GPU[gpu.name][decode_class][1] * DECODE_DTYPE_SPEEDUP[weights]
     if weights == "fp8" and not gpu.fp8_tensor_cores:
@@ -52,6 +54,7 @@ def replica_throughput(
             decode * mig_profile.memory_slices / MIG_MEMORY_SLICES,
         )
     scale = tensor_parallel * tensor_parallel_efficiency(tensor_parallel, gpu.interconnect)
+    scale *= pipeline_parallel * pipeline_parallel_efficiency(pipeline_parallel)
     return prefill * scale, decode * scale
 
 
@@ -122,7 +125,7 @@ def plan_tokens(
     capacity = sustainable_tpm(speed.prefill, speed.decode, demand.input_fraction, engine.replicas)
     ratio = demand.tpm / capacity
     _check_demand(demand, capacity, ratio, notes)
-    gpus = mig_gpu_share(mig) if mig else engine.placement.tensor_parallel
+    gpus = mig_gpu_share(mig) if mig else engine.placement.tensor_parallel * engine.placement.pipeline_parallel
     return TokenPlan(
         throughput_source=speed.source,
         prefill_size_class=speed.prefill_class,
@@ -151,7 +154,8 @@ def _throughput(engine: EngineSpec, arch: Architecture, gpu: GpuType, mig: MigPr
     else:
         source = "catalog"
         prefill, decode = replica_throughput(
-            gpu, prefill_class, decode_class, engine.weights, engine.placement.tensor_parallel, mig
+            gpu, prefill_class, decode_class, engine.weights, engine.placement.tensor_parallel, mig,
+            engine.placement.pipeline_parallel,
         )
     return _Throughput(
         source=source, prefill_class=prefill_class, decode_class=decode_class, prefill=prefill, decode=decode

@@ -43,6 +43,12 @@ def _check_model(engine: EngineSpec, loc: Loc) -> list[Problem]:
             ((*loc, "model"), f"'{engine.model}' is not in the catalog{suggest(engine.model, CATALOG_MODELS)}; "
              f"use one of {listing(CATALOG_MODELS)} or describe it under `architecture`")
         )
+    entry = CATALOG_MODELS.get(engine.model)
+    if engine.architecture is None and entry is not None and entry.revision is None and engine.revision is None:
+        problems.append(
+            ((*loc, "revision"), f"required for {engine.model}: tenantry's catalog knows its shape but pins no "
+             f"commit of {entry.source}; pin the one you fetch (a commit id or a release tag)")
+        )
     if engine.architecture is not None:
         if engine.model in CATALOG_MODELS:
             problems.append(
@@ -87,6 +93,12 @@ def _check_shape(engine: EngineSpec, arch: Architecture, loc: Loc) -> list[Probl
         problems.append(
             (tp_loc, f"{engine.model} has {arch.kv_heads} KV heads; tensor_parallel "
              f"{tp} must divide them or be a multiple of them")
+        )
+    pp = engine.placement.pipeline_parallel
+    if pp > arch.layers:
+        problems.append(
+            ((*loc, "placement", "pipeline_parallel"), f"{engine.model} has {arch.layers} layers; {pp} pipeline "
+             "stages would leave some without one (vLLM gives each stage a share of the layers)")
         )
     if engine.max_context is not None and engine.max_context > arch.max_context:
         problems.append(
@@ -153,7 +165,7 @@ def _check_adapter(
 def _check_placement(placement: PlacementSpec, pool: NodePoolSpec, loc: Loc) -> list[Problem]:
     gpu = GPU_TYPES[pool.gpu]
     tp = placement.tensor_parallel
-    problems: list[Problem] = []
+    problems = _check_pipeline(placement, pool, loc)
     if pool.mig_layout is not None:
         if tp > 1:
             problems.append(
@@ -188,4 +200,32 @@ def _check_placement(placement: PlacementSpec, pool: NodePoolSpec, loc: Loc) -> 
                 ((*loc, "tensor_parallel"), f"{tp} does not divide the {pool.gpus_per_node} GPUs of a node in pool "
                  f"'{pool.name}' (a tensor-parallel group must stay inside one node)")
             )
+    return problems
+
+
+def _check_pipeline(placement: PlacementSpec, pool: NodePoolSpec, loc: Loc) -> list[Problem]:
+    """A replica over several nodes (pipeline_parallel) takes whole nodes of whole GPUs: one stage per node, its
+    tensor-parallel group the node's GPUs, as vLLM's multi-node serving runs it (Ray places a stage's workers
+    on one node; NVLink joins them, the slower network only the stages)."""
+    pp, tp = placement.pipeline_parallel, placement.tensor_parallel
+    if pp == 1:
+        return []
+    here: Loc = (*loc, "pipeline_parallel")
+    if pool.mig_layout is not None:
+        return [(here, f"pool '{pool.name}' is carved into MIG slices; a replica spanning nodes needs whole GPUs "
+                 "(vLLM runs one process per slice, with no NCCL between slices): use a whole-GPU pool")]
+    if pool.gpu == "CPU":
+        return [(here, f"pool '{pool.name}' is the local stack's CPU: it runs one engine process per engine, on "
+                 "one machine; pipeline_parallel must be 1")]
+    problems: list[Problem] = []
+    if tp != pool.gpus_per_node:
+        problems.append(
+            ((*loc, "tensor_parallel"), f"{tp}, but a replica spanning {pp} nodes takes whole nodes: set it to the "
+             f"{pool.gpus_per_node} GPUs of a node in pool '{pool.name}' (a stage smaller than a node would share "
+             "it with another stage, or another engine, over PCIe and the network instead of NVLink)")
+        )
+    if pp > pool.nodes:
+        problems.append(
+            (here, f"{pp} nodes per replica, but pool '{pool.name}' has {pool.nodes}")
+        )
     return problems

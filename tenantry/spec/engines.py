@@ -54,6 +54,12 @@ class PlacementSpec(SpecModel):
         1, description="GPUs one replica spans (whole-GPU pools only; must divide the GPUs of a node).",
         unit="GPUs", ge=1, le=16,
     )
+    pipeline_parallel: int = field(
+        1, description="Nodes one replica spans: pipeline stages of tensor_parallel GPUs each, one node per stage "
+        "(vLLM's multi-node serving over Ray, deployed as a LeaderWorkerSet: a leader and pipeline_parallel - 1 "
+        "workers per replica). Whole-GPU pools only, with tensor_parallel the GPUs of a node.",
+        unit="nodes", ge=1, le=64,
+    )
     mig_profile: str | None = field(
         None, description="MIG profile one replica runs in (MIG pools only), for example 1g.20gb."
     )
@@ -117,8 +123,8 @@ class EngineSpec(SpecModel):
 
     name: Name = field(description="Engine name: the model name tenants request and the Kubernetes name.")
     model: ModelName = field(
-        description="Base model: a catalog name (llama-3.1-8b, llama-3.1-70b, llama-3.2-3b, qwen2.5-7b, "
-        "qwen2.5-32b, qwen2.5-72b, mistral-7b, mixtral-8x7b, tenantry-tiny, tenantry-micro) or, with "
+        description="Base model: a catalog name (llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, llama-3.2-3b, "
+        "qwen2.5-7b, qwen2.5-32b, qwen2.5-72b, mistral-7b, mixtral-8x7b, tenantry-tiny, tenantry-micro) or, with "
         "`architecture`, a name of your own.",
     )
     architecture: ArchitectureSpec | None = field(None, description="Shape of a model that is not in the catalog.")

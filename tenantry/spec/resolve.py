@@ -34,12 +34,12 @@ def resolve_model(engine: EngineSpec) -> ResolvedModel | None:
         arch = Architecture(**engine.architecture.model_dump())
         return ResolvedModel(name=engine.model, architecture=arch, revision=engine.revision, source=engine.source)
     entry = catalog_model(engine.model)
-    if entry is None:
+    if entry is None or (engine.revision or entry.revision) is None:
         return None
     return ResolvedModel(
         name=entry.name,
         architecture=entry.architecture,
-        revision=engine.revision or entry.revision,
+        revision=engine.revision or entry.revision or "",
         source=engine.source or entry.source,
     )
 

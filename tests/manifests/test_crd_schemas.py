@@ -28,7 +28,7 @@ def stack():
 def test_each_pinned_crd_names_the_release_it_was_taken_from():
     files = sorted(CHARTS_DIR.glob("*/crds/*.yaml"))
     assert {f.parent.parent.name for f in files} == {"keda", "kube-prometheus-stack", "cloudnative-pg",
-                                                     "plugin-barman-cloud"}
+                                                     "plugin-barman-cloud", "lws"}
     for path in files:
         text = path.read_text(encoding="utf-8")
         pin = chart(path.parent.parent.name)

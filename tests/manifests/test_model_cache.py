@@ -30,8 +30,21 @@ def _objects(rendering, kind: str) -> dict[str, Any]:
     return {r.inputs["metadata"]["name"]: r for r in rendering.resources if r.is_kubernetes and r.kind == kind}
 
 
-def _pod(job_or_deployment) -> dict[str, Any]:
-    return job_or_deployment.inputs["spec"]["template"]["spec"]
+def _pods(workload) -> list[dict[str, Any]]:
+    """Its pod specs: a LeaderWorkerSet's leader's and its workers' (an engine across nodes), else its one."""
+    spec = workload.inputs["spec"]
+    if workload.kind == "LeaderWorkerSet":
+        return [spec["leaderWorkerTemplate"][t]["spec"] for t in ("leaderTemplate", "workerTemplate")]
+    return [spec["template"]["spec"]]
+
+
+def _pod(workload) -> dict[str, Any]:
+    return _pods(workload)[0]
+
+
+def _engines(rendering) -> dict[str, Any]:
+    """What runs each engine, by name: a Deployment, or a LeaderWorkerSet across nodes."""
+    return {**_objects(rendering, "Deployment"), **_objects(rendering, "LeaderWorkerSet")}
 
 
 def _cache_jobs(rendering, engine: str) -> dict[str, Any]:
@@ -39,9 +52,9 @@ def _cache_jobs(rendering, engine: str) -> dict[str, Any]:
             if j.inputs["metadata"]["labels"].get(ENGINE_LABEL) == engine}
 
 
-def _claims_mounted(deployment) -> dict[str, str]:
-    """Mount path -> claim of the vLLM container."""
-    pod = _pod(deployment)
+def _claims_mounted(deployment, pod: dict[str, Any] | None = None) -> dict[str, str]:
+    """Mount path -> claim of the vLLM container (of `pod`, one of its pod specs; its first by default)."""
+    pod = pod or _pod(deployment)
     claims = {v["name"]: v["persistentVolumeClaim"]["claimName"]
               for v in pod["volumes"] if "persistentVolumeClaim" in v}
     vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
@@ -50,9 +63,11 @@ def _claims_mounted(deployment) -> dict[str, str]:
 
 def test_each_engine_mounts_claims_that_hold_what_it_reads(rendered):
     plan, rendering = rendered
-    claims, deployments = _objects(rendering, "PersistentVolumeClaim"), _objects(rendering, "Deployment")
+    claims, deployments = _objects(rendering, "PersistentVolumeClaim"), _engines(rendering)
     for engine in plan.engines:
         mounted = _claims_mounted(deployments[engine.name])
+        # Every stage of a replica across nodes reads the same claims.
+        assert all(_claims_mounted(deployments[engine.name], pod) == mounted for pod in _pods(deployments[engine.name]))
         weights = claims[mounted["/models"]].inputs["spec"]
         assert quantity_bytes(weights["resources"]["requests"]["storage"]) >= engine.pod.download_bytes
         assert weights["accessModes"] == [plan.platform.model_cache_access_mode]
@@ -65,7 +80,7 @@ def test_each_engine_mounts_claims_that_hold_what_it_reads(rendered):
 
 def test_one_job_fills_each_claim_and_its_name_follows_the_revision(rendered):
     plan, rendering = rendered
-    deployments = _objects(rendering, "Deployment")
+    deployments = _engines(rendering)
     for engine in plan.engines:
         jobs = _cache_jobs(rendering, engine.name)
         filled = {v["persistentVolumeClaim"]["claimName"] for j in jobs.values() for v in _pod(j)["volumes"]
@@ -86,29 +101,29 @@ def test_hub_token_only_in_the_jobs_that_fetch_from_the_hub(rendered):
     hub_engines = {e.name for e in plan.engines if e.source.startswith("hf://")}
     secrets = _objects(rendering, "Secret")
     assert (HF_TOKEN_SECRET in secrets) == bool(hub_engines)
-    for name, workload in {**_objects(rendering, "Job"), **_objects(rendering, "Deployment"),
+    for name, workload in {**_objects(rendering, "Job"), **_engines(rendering),
                            **_objects(rendering, "StatefulSet")}.items():
-        pod = _pod(workload)
-        mounts_token = any((v.get("secret") or {}).get("secretName") == HF_TOKEN_SECRET for v in pod["volumes"])
-        fetches_hub = any(c["name"] == "hub" for c in [*pod.get("initContainers", []), *pod["containers"]])
-        assert mounts_token == fetches_hub, name
-        if fetches_hub:
-            assert workload.kind == "Job" and workload.inputs["metadata"]["labels"][ENGINE_LABEL] in hub_engines
+        for pod in _pods(workload):
+            mounts_token = any((v.get("secret") or {}).get("secretName") == HF_TOKEN_SECRET for v in pod["volumes"])
+            fetches_hub = any(c["name"] == "hub" for c in [*pod.get("initContainers", []), *pod["containers"]])
+            assert mounts_token == fetches_hub, name
+            if fetches_hub:
+                assert workload.kind == "Job" and workload.inputs["metadata"]["labels"][ENGINE_LABEL] in hub_engines
 
 
 def test_engines_run_offline_from_their_claims(rendered):
     plan, rendering = rendered
-    deployments = _objects(rendering, "Deployment")
+    deployments = _engines(rendering)
     for engine in plan.engines:
-        pod = _pod(deployments[engine.name])
-        assert "initContainers" not in pod
-        vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
-        env = {e["name"]: e.get("value") for e in vllm["env"]}
-        assert (env["HF_HUB_OFFLINE"], env["TRANSFORMERS_OFFLINE"], env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"]) == (
-            "1", "1", "false")
-        assert "HF_TOKEN_PATH" not in env
-        assert "/models/weights" in vllm["args"] and not {"--revision", "--download-dir"} & set(vllm["args"])
-        assert all(m.get("readOnly") for m in vllm["volumeMounts"] if m["mountPath"] in ("/models", "/adapters"))
+        for pod in _pods(deployments[engine.name]):  # every stage's, across nodes
+            assert "initContainers" not in pod
+            vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
+            env = {e["name"]: e.get("value") for e in vllm["env"]}
+            assert (env["HF_HUB_OFFLINE"], env["TRANSFORMERS_OFFLINE"], env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"]) == (
+                "1", "1", "false")
+            assert "HF_TOKEN_PATH" not in env
+            assert "/models/weights" in vllm["args"] and not {"--revision", "--download-dir"} & set(vllm["args"])
+            assert all(m.get("readOnly") for m in vllm["volumeMounts"] if m["mountPath"] in ("/models", "/adapters"))
         assert int(deployments[engine.name].inputs["metadata"]["annotations"][TIMEOUT_ANNOTATION]) > (
             engine.pod.startup_seconds)
 
@@ -117,7 +132,7 @@ def test_engines_wait_for_their_jobs_and_jobs_for_their_claims(rendered):
     plan, rendering = rendered
     urns = {(r.kind, r.inputs["metadata"]["name"]): r.urn for r in rendering.resources if r.is_kubernetes
             and "metadata" in r.inputs}
-    deployments = _objects(rendering, "Deployment")
+    deployments = _engines(rendering)
     for engine in plan.engines:
         jobs = _cache_jobs(rendering, engine.name)
         assert set(deployments[engine.name].dependencies) >= {j.urn for j in jobs.values()}

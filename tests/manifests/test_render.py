@@ -66,25 +66,36 @@ def test_components_have_type_tokens_and_own_their_children(rendered):
         assert resource.name.startswith(f"{resource.parent_name}-"), (resource.name, resource.parent_name)
 
 
+def _engine_pods(rendering, engine) -> list[dict[str, Any]]:
+    """The engine's pod specs: its Deployment's, or across nodes its LeaderWorkerSet's leader's and workers'."""
+    if engine.pipeline_parallel > 1:
+        group = named(rendering, "LeaderWorkerSet", engine.name)["spec"]["leaderWorkerTemplate"]
+        return [group["leaderTemplate"]["spec"], group["workerTemplate"]["spec"]]
+    return [named(rendering, "Deployment", engine.name)["spec"]["template"]["spec"]]
+
+
 def test_engines_carry_the_plans_gpus_and_placement(rendered):
     plan, rendering = rendered
     for engine in plan.engines:
-        deployment = named(rendering, "Deployment", engine.name)
-        pod = deployment["spec"]["template"]["spec"]
-        dedicated = {"tenantry.io/dedicated-to": engine.dedicated_to} if engine.dedicated_nodes else {}
-        assert pod["nodeSelector"] == {"tenantry.io/pool": engine.pool, **dedicated}
-        assert {"key": "tenantry.io/pool", "operator": "Equal", "value": engine.pool, "effect": "NoSchedule"} in pod["tolerations"]
-        vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
-        if engine.gpu_resource:
-            assert vllm["resources"]["limits"][engine.gpu_resource] == str(engine.gpu_resource_count)
-        for flag in ("--scheduling-policy", "--enable-prefix-caching", "--max-num-seqs", "--max-model-len"):
-            assert flag in vllm["args"]
-        assert vllm["args"][vllm["args"].index("--max-num-seqs") + 1] == str(engine.kv.max_num_seqs)
+        pods = _engine_pods(rendering, engine)
+        for pod in pods:  # across nodes, the leader's (first) and the workers'
+            dedicated = {"tenantry.io/dedicated-to": engine.dedicated_to} if engine.dedicated_nodes else {}
+            assert pod["nodeSelector"] == {"tenantry.io/pool": engine.pool, **dedicated}
+            assert {"key": "tenantry.io/pool", "operator": "Equal", "value": engine.pool,
+                    "effect": "NoSchedule"} in pod["tolerations"]
+            vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
+            if engine.gpu_resource:
+                assert vllm["resources"]["limits"][engine.gpu_resource] == str(engine.gpu_resource_count)
+            for flag in ("--scheduling-policy", "--enable-prefix-caching", "--max-num-seqs", "--max-model-len"):
+                assert flag in vllm["args"]
+            assert vllm["args"][vllm["args"].index("--max-num-seqs") + 1] == str(engine.kv.max_num_seqs)
+            shm = next(v for v in pod["volumes"] if v["name"] == "shm")
+            assert shm["emptyDir"]["medium"] == "Memory"
+            assert vllm["securityContext"]["runAsNonRoot"] and vllm["securityContext"]["capabilities"] == {
+                "drop": ["ALL"]}
+        vllm = next(c for c in pods[0]["containers"] if c["name"] == "vllm")  # the one serving the API
         assert {p: vllm[p]["httpGet"]["path"] for p in ("startupProbe", "readinessProbe", "livenessProbe")} == {
             "startupProbe": "/health", "readinessProbe": "/health", "livenessProbe": "/health"}
-        shm = next(v for v in pod["volumes"] if v["name"] == "shm")
-        assert shm["emptyDir"]["medium"] == "Memory"
-        assert vllm["securityContext"]["runAsNonRoot"] and vllm["securityContext"]["capabilities"] == {"drop": ["ALL"]}
         assert named(rendering, "PodDisruptionBudget", engine.name)
         assert named(rendering, "Service", engine.name)["spec"]["ports"][0]["port"] == 8000
         assert named(rendering, "ServiceMonitor", engine.name)["spec"]["endpoints"][0]["path"] == "/metrics"

@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
 
 
-def test_five_stacks_are_shipped():
-    assert SHIPPED == ["h100-isolation", "h100-mig-mixed", "h100x8-shared-70b", "h200-many-adapters", "local"]
+def test_six_stacks_are_shipped():
+    assert SHIPPED == ["h100-isolation", "h100-mig-mixed", "h100x16-405b", "h100x8-shared-70b", "h200-many-adapters",
+                       "local"]
 
 
 @pytest.mark.parametrize("stack", SHIPPED)

@@ -41,11 +41,13 @@ def test_cpu_engines_use_blocks_of_32_tokens_and_gpu_engines_blocks_of_16():
 def _vllm_num_gpu_blocks(engine) -> int:
     """vLLM's arithmetic, written out from v1/core/kv_cache_utils.py (get_kv_cache_config_from_groups) and
     v1/kv_cache_interface.py (AttentionSpec.page_size_bytes) of vLLM 0.32.0: one block is every layer's
-    page of block_size tokens x KV heads on this GPU x (key + value head dims) x dtype bytes."""
+    page of block_size tokens x KV heads on this GPU x (key + value head dims) x dtype bytes. With
+    pipeline stages each worker counts its own stage's layers and every worker takes the fewest blocks
+    (get_kv_cache_configs): the stage with the most layers, ceil(layers / stages) of them."""
     arch = CATALOG_MODELS[engine.model].architecture
     heads_here = max(1, arch.kv_heads // engine.tensor_parallel)
     page = heads_here * engine.kv.block_size * (arch.head_dim + arch.head_dim) * KV_BYTES[engine.kv_cache_dtype]
-    return engine.memory.kv_bytes // (arch.layers * page)
+    return engine.memory.kv_bytes // (-(-arch.layers // engine.pipeline_parallel) * page)
 
 
 @pytest.mark.parametrize("stack", [*STACKS, "tests/local/stack.yaml"])
