@@ -21,6 +21,7 @@ from locust import LoadTestShape, User, events, task
 from tenantry.gate import profiles
 from tenantry.gate.connection import Connection
 from tenantry.gate.engine_load import busy_by_stage, sample_engines, write_samples
+from tenantry.gate.fault_agent import agent_command
 from tenantry.gate.records import (VERDICT_JSON, Record, error_message, retry_after_seconds, token_gaps,
                                    write_records)
 from tenantry.gate.scenario_model import MID_STREAM_WAIT_SECONDS, Fault, Scenario, Stage, with_stage_seconds
@@ -279,13 +280,13 @@ TOTAL_USERS = sum(cls.fixed_count for cls in USER_CLASSES.values())
 
 
 def run_fault(fault: Fault) -> None:
-    """Do the fault with the target's command (a mid-stream one once the gate's own stream is under way);
-    undo it after its seconds, if it has any."""
+    """Do the fault with the target's command (mid-stream: once a stream is under way); undo it after its seconds."""
     command_done = gevent.event.Event()
     if fault.mid_stream:
         _stream_until_cut(fault, command_done)
-    started = elapsed()
-    _run_command(fault.kind, fault.describe(), fault.subject)
+    started = elapsed()  # mid-stream, from a process of its own once the engine runs a request (fault_agent.py)
+    metrics = (RUN.get("engine_metrics") or {}).get(fault.subject) if fault.mid_stream else None
+    _run_command(fault.kind, fault.describe(), fault.subject, metrics)
     command_done.set()
     if fault.restore:  # its seconds count from the command's start: under load it can take many
         PENDING_RESTORES[fault.restore] = fault.subject
@@ -295,9 +296,8 @@ def run_fault(fault: Fault) -> None:
 
 
 def _stream_until_cut(fault: Fault, command_done: gevent.event.Event) -> None:
-    """Stream long answers from the fault's engine one after another until one is cut or the command has returned;
-    wait (at most MID_STREAM_WAIT_SECONDS) for the first: wherever the fault lands, one is under way. Aimed at one
-    "just started" (0.5 s, as a stalling generator saw it), CI's kill waited 20 s and missed every stream."""
+    """Stream long answers from the fault's engine one after another until one is cut or the command has returned,
+    and wait (at most MID_STREAM_WAIT_SECONDS) for the first: the fault then has one to cut (fault_agent.py)."""
     models, since = served_by(PLAN, fault.subject), elapsed()
     tenant, entry, _ = profiles.longest_answer(PLAN, models, SCENARIO.output_scale_of) or (None, None, 0)
 
@@ -308,7 +308,6 @@ def _stream_until_cut(fault: Fault, command_done: gevent.event.Event) -> None:
                 gevent.sleep(record.retry_after or 1.0)
             elif not record.ok:
                 return
-
     if tenant and entry:
         gevent.spawn(one_after_another)
     while not PROBE_STREAMS & STREAMING and elapsed() < since + MID_STREAM_WAIT_SECONDS:
@@ -327,10 +326,11 @@ def _one_stream(tenant, entry: TrafficPlan, stage: Stage, probe: str) -> Record:
     return record
 
 
-def _run_command(kind: str, action: str, subject: str) -> None:
+def _run_command(kind: str, action: str, subject: str, metrics: list[str] | None = None) -> None:
     command = RUN.get("fault_commands", {}).get(kind)
     entry = {"at": elapsed(), "action": action, "kind": kind, "result": f"no command given (--fault {kind}=COMMAND)"}
     if command:
+        command = agent_command(command, metrics, subject, MID_STREAM_WAIT_SECONDS) if metrics else command
         entry["result"] = run_fault_command(command, subject)
         entry["done"] = elapsed()  # a command takes a moment (supervisorctl about 1 s): the fault is done by now
     ACTIONS.append(entry)
@@ -362,8 +362,8 @@ class GateShape(LoadTestShape):
 
 
 STALL_SECONDS = 1.0
-"""A pause of the load generator itself this long is written into the run's actions: while it lasts,
-no request is sent and no token is timed, so latencies measured across it are the client's."""
+"""A pause of the load generator itself this long is written into the run's actions: while it lasts, no request
+is sent and no token is timed, so latencies measured across it are the client's."""
 
 
 def watch_for_stalls() -> None:
