@@ -59,8 +59,8 @@ def scaled_object_spec(plan: Plan, e: EnginePlan, prometheus_url: str) -> dict[s
     window = e.autoscaling.scale_down_after_seconds
     return {
         # A LeaderWorkerSet scales by groups through its scale subresource, as a Deployment by pods.
-        "scaleTargetRef": ({"apiVersion": LWS_API_VERSION, "kind": "LeaderWorkerSet", "name": e.name}
-                           if e.pipeline_parallel > 1 else {"apiVersion": "apps/v1", "kind": "Deployment", "name": e.name}),
+        "scaleTargetRef": {"apiVersion": LWS_API_VERSION, "kind": "LeaderWorkerSet", "name": e.name}
+        if e.pipeline_parallel > 1 else {"apiVersion": "apps/v1", "kind": "Deployment", "name": e.name},
         "minReplicaCount": e.autoscaling.min_replicas,
         "maxReplicaCount": e.autoscaling.max_replicas,
         "pollingInterval": e.autoscaling.polling_seconds,

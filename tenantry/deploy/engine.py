@@ -154,21 +154,27 @@ def _group_spec(
     puts into the arguments; a pod that restarts takes its whole group with it, as vLLM cannot take a stage
     back into a running engine."""
     e = args.engine
-    leader = f"$({LWS_LEADER_ADDRESS_ENV})"
+    leader, worker = group_stage_args(e)
     return {
         **({} if e.autoscaling else {"replicas": e.replicas}),
         "startupPolicy": "LeaderCreated",
         # No spare nodes to surge into: one group at a time.
-        "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0}},
+        "rolloutStrategy": {"type": "RollingUpdate",
+                            "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0}},
         "leaderWorkerTemplate": {
             "size": e.pipeline_parallel,
             "restartPolicy": "RecreateGroupOnPodRestart",
-            "leaderTemplate": _pod_template(args, caches, selector, pod_labels,
-                                            _vllm_container(args, caches, stage_args(e, rank="0", leader=leader))),
-            "workerTemplate": _pod_template(args, caches, selector, pod_labels, _headless_stage(
-                args, caches, stage_args(e, rank=f"$({LWS_WORKER_INDEX_ENV})", leader=leader))),
+            "leaderTemplate": _pod_template(args, caches, selector, pod_labels, _vllm_container(args, caches, leader)),
+            "workerTemplate": _pod_template(args, caches, selector, pod_labels, _vllm_base(args, caches, worker)),
         },
     }
+
+
+def group_stage_args(e: EnginePlan) -> tuple[list[str], list[str]]:
+    """What the leader's and the workers' vLLM add to vllm_args() (configs/vllm.stage_args): their index in the
+    group and the leader's address, as LWS sets them in each container, which Kubernetes expands."""
+    leader = f"$({LWS_LEADER_ADDRESS_ENV})"
+    return (stage_args(e, rank="0", leader=leader), stage_args(e, rank=f"$({LWS_WORKER_INDEX_ENV})", leader=leader))
 
 
 def _pod_template(args: EngineArgs, caches: tuple[CacheContent, ...], selector: dict[str, str],
@@ -220,12 +226,13 @@ def _volumes(args: EngineArgs, caches: tuple[CacheContent, ...]) -> list[dict[st
     ]
 
 
-def _vllm_container(args: EngineArgs, caches: tuple[CacheContent, ...], stage: list[str] | None = None) -> dict[str, Any]:
+def _vllm_container(args: EngineArgs, caches: tuple[CacheContent, ...],
+                    stage: list[str] | None = None) -> dict[str, Any]:
     """vLLM serving the API (`stage`: a multi-node leader's arguments, configs/vllm.stage_args)."""
     e = args.engine
     probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": PROBE_PERIOD_SECONDS, "timeoutSeconds": 5}
     return {
-        **_headless_stage(args, caches, stage or []),
+        **_vllm_base(args, caches, stage or []),
         "ports": [{"name": "http", "containerPort": PORT}],
         # The Plan's startup time, in probe periods rounded up.
         "startupProbe": {**probe, "failureThreshold": -(-e.pod.startup_seconds // PROBE_PERIOD_SECONDS)},
@@ -234,9 +241,9 @@ def _vllm_container(args: EngineArgs, caches: tuple[CacheContent, ...], stage: l
     }
 
 
-def _headless_stage(args: EngineArgs, caches: tuple[CacheContent, ...], stage: list[str]) -> dict[str, Any]:
-    """vLLM with the Plan's arguments and GPUs: as it is, a worker of a replica across nodes (no API, so no
-    probes: its group restarts with its leader's, or with it when it dies)."""
+def _vllm_base(args: EngineArgs, caches: tuple[CacheContent, ...], stage: list[str]) -> dict[str, Any]:
+    """vLLM with the Plan's arguments (and `stage`'s) and GPUs, without an API to probe: as it is, a worker of a
+    replica across nodes (its group restarts with its leader, or with it when it dies)."""
     e = args.engine
     gpu_resources = {e.gpu_resource: str(e.gpu_resource_count)} if e.gpu_resource else {}
     return {

@@ -10,7 +10,8 @@ from tenantry.plan.model import Plan
 def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
     """GPU requests and vLLM's arguments are exactly what the Plan decided."""
     from tenantry.deploy.model_cache import ADAPTERS_DIR, WEIGHTS_DIR
-    from tenantry.configs.vllm import VLLM_SERVE, stage_args, vllm_args
+    from tenantry.configs.vllm import VLLM_SERVE, vllm_args
+    from tenantry.deploy.engine import group_stage_args
 
     violations = []
     deployments = workloads_by_name(resources)
@@ -23,10 +24,8 @@ def engines_match_the_plan(resources: list[Resource], plan: Plan) -> list[str]:
         if kind == "LeaderWorkerSet":
             violations += _groups_match_the_plan(deployment, engine)
         plain = vllm_args(engine, model=WEIGHTS_DIR, adapter_dir=ADAPTERS_DIR)
-        # Across nodes, each pod of a group adds its stage's place (configs/vllm.stage_args): the leader's, the workers'.
-        stages = ([stage_args(engine, rank="0", leader="$(LWS_LEADER_ADDRESS)"),
-                   stage_args(engine, rank="$(LWS_WORKER_INDEX)", leader="$(LWS_LEADER_ADDRESS)")]
-                  if kind == "LeaderWorkerSet" else [[]])
+        # Across nodes, each pod of a group adds its place in it: the leader's, the workers'.
+        stages = list(group_stage_args(engine)) if kind == "LeaderWorkerSet" else [[]]
         for template, stage in zip(pod_templates(deployment), stages, strict=False):
             vllm = next((c for c in (template.get("spec") or {}).get("containers") or [] if c.get("name") == "vllm"), {})
             expected = [*plain, *stage]

@@ -14,6 +14,7 @@ from typing import Any
 
 from tenantry.manifests.resources import (
     ENGINE_SELECTOR_KEY,
+    ENGINE_WORKLOAD_KINDS,
     TENANT_LABEL,
     Resource,
     containers,
@@ -53,8 +54,7 @@ def engines_reachable_only_from_gateway(resources: list[Resource], gateway_selec
     policy selecting them admits only the gateway's pods (same namespace) and
     Prometheus; no engine Service leaves the cluster network."""
     violations = []
-    engines = [r for r in resources if r.kind in ("Deployment", "LeaderWorkerSet")
-               and ENGINE_SELECTOR_KEY in template_labels(r)]
+    engines = [r for r in resources if r.kind in ENGINE_WORKLOAD_KINDS and ENGINE_SELECTOR_KEY in template_labels(r)]
     policies = [r for r in resources if r.kind == "NetworkPolicy"]
     for engine in engines:
         pod_labels = template_labels(engine)

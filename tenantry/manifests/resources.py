@@ -65,9 +65,13 @@ def from_policy_props(value: Any) -> Any:
     return value
 
 
+ENGINE_WORKLOAD_KINDS = ("Deployment", "LeaderWorkerSet")
+"""What runs an engine: a Deployment, or a LeaderWorkerSet for one whose replicas span nodes."""
+
+
 def workloads_by_name(resources: list[Resource]) -> dict[str, Resource]:
-    """Deployments and LeaderWorkerSets (an engine across nodes) by name: what runs each engine."""
-    return {r.metadata.get("name"): r for r in resources if r.kind in ("Deployment", "LeaderWorkerSet")}
+    """The engine workload kinds' objects by name."""
+    return {r.metadata.get("name"): r for r in resources if r.kind in ENGINE_WORKLOAD_KINDS}
 
 
 def pod_templates(resource: Resource) -> list[dict[str, Any]]:
@@ -87,17 +91,8 @@ def pod_templates(resource: Resource) -> list[dict[str, Any]]:
 
 
 def pod_spec(resource: Resource) -> dict[str, Any] | None:
-    """The workload's pod spec: a LeaderWorkerSet's leader's (pod_templates has its workers' too)."""
-    spec = resource.props.get("spec") or {}
-    if resource.kind == "LeaderWorkerSet":
-        return next((t.get("spec") for t in pod_templates(resource)), None)
-    if resource.kind == "Pod":
-        return spec
-    if resource.kind == "CronJob":
-        return (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get("spec")
-    if resource.kind in WORKLOAD_KINDS:
-        return (spec.get("template") or {}).get("spec")
-    return None
+    """The workload's pod spec: its first pod template's (a LeaderWorkerSet's leader's)."""
+    return next((t.get("spec") for t in pod_templates(resource)), None)
 
 
 def containers(resource: Resource) -> Iterator[dict[str, Any]]:

@@ -30,7 +30,8 @@ def plan_engine(
     placement: PlacementKind = "mig" if mig else ("cpu" if gpu.name == "CPU" else "gpus")
     max_context = engine_max_context(engine, arch)
     _check_architecture(engine, arch, notes)
-    budget = plan_gpu_budget(engine, arch, gpu, mig, notes)
+    stages = pipeline_stages(arch.layers, engine.placement.pipeline_parallel)
+    budget = plan_gpu_budget(engine, arch, gpu, mig, stages, notes)
     guaranteed = frozenset(t.name for t in spec.tenants if t.tier == "guaranteed")
     lora = plan_lora(engine, arch, budget.free_bytes, guaranteed, notes)
     memory = plan_memory(budget, lora)
@@ -38,17 +39,16 @@ def plan_engine(
     typical = typical_context(routes, engine_demands, max_context)
     kv = plan_kv(
         engine, arch, memory, max_context=max_context, typical_context=typical, block_size=kv_block_size(placement),
-        weights_fit=budget.weights_fit, notes=notes,
+        weights_fit=budget.weights_fit, stage_layers=max(stages), notes=notes,
     )
-    memory_fits = budget.weights_fit and kv.sequences_at_max_context >= 1
     caps = {tier: spec.tiers.policy(tier).max_engine_slots for tier in ("best-effort", "spot")}
-    slots = plan_engine_slots(engine.replicas, kv, engine_demands, caps, memory_fits=memory_fits, notes=notes)
+    slots = plan_engine_slots(engine.replicas, kv, engine_demands, caps, notes=notes,
+                              memory_fits=budget.weights_fit and kv.sequences_at_max_context >= 1)
     if not routes and not is_fallback:
         notes.warn(None, "no tenant sends traffic here and it is no fallback target")
     tokens = plan_tokens(engine, arch, gpu, mig, pool.gpu_hour_price_usd, routes, notes)
-    tp, pp = engine.placement.tensor_parallel, engine.placement.pipeline_parallel
-    resource, resource_count = _gpu_resource(placement, mig, tp)
-    pod = plan_pod(tp, placement, budget.download_bytes, lora, pipeline_parallel=pp)
+    resource, resource_count = _gpu_resource(placement, mig, tp := engine.placement.tensor_parallel)
+    pod = plan_pod(tp, placement, budget.download_bytes, lora, pipeline_parallel=len(stages))
     return EnginePlan(
         name=engine.name,
         model=resolved.name,
@@ -75,8 +75,8 @@ def plan_engine(
         pod=pod,
         tenants=tuple(dict.fromkeys(r.tenant.name for r in routes)),
         autoscaling=plan_autoscaling(engine, placement == "cpu", pod.startup_seconds, notes),
-        pipeline_parallel=pp,
-        stage_layers=pipeline_stages(arch.layers, pp),
+        pipeline_parallel=len(stages),
+        stage_layers=stages,
     )
 
 

@@ -109,10 +109,11 @@ class GpuBudget:
 
 
 def plan_gpu_budget(
-    engine: EngineSpec, arch: Architecture, gpu: GpuType, mig: MigProfile | None, notes: EngineNotes
+    engine: EngineSpec, arch: Architecture, gpu: GpuType, mig: MigProfile | None, stages: tuple[int, ...],
+    notes: EngineNotes,
 ) -> GpuBudget:
-    tp, pp = engine.placement.tensor_parallel, engine.placement.pipeline_parallel
-    stages = pipeline_stages(arch.layers, pp)
+    """`stages`: the layers of each pipeline stage (pipeline_stages; one stage on one node)."""
+    tp, pp = engine.placement.tensor_parallel, len(stages)
     device = mig.memory_bytes if mig else gpu.memory_bytes
     claimed = int(device * engine.gpu_memory_utilization)
     weights_total = weight_bytes(arch, engine.weights)
@@ -177,15 +178,15 @@ def plan_kv(
     typical_context: int,
     block_size: int,
     weights_fit: bool,
+    stage_layers: int,
     notes: EngineNotes,
 ) -> KvPlan:
     """vLLM is given exactly memory.kv_bytes (--kv-cache-memory-bytes), so the tokens and
     sequences here are the blocks it makes of them (docs/decisions.md: The engine's KV cache is the Plan's)."""
     tp = engine.placement.tensor_parallel
     dtype_bytes = KV_BYTES[engine.kv_cache_dtype]
-    # A pipeline stage keeps the keys and values of its own layers: the largest stage's fill first, and vLLM
-    # makes every stage the same number of blocks.
-    stage_layers = max(pipeline_stages(arch.layers, engine.placement.pipeline_parallel))
+    # A pipeline stage keeps the keys and values of its own layers (`stage_layers`, the largest stage's): its
+    # GPUs fill first, and vLLM makes every stage the same number of blocks.
     per_token_gpu = kv_bytes_per_token(stage_layers, kv_heads_per_gpu(arch.kv_heads, tp), arch.head_dim, dtype_bytes)
     blocks = kv_blocks(memory.kv_bytes, block_size, per_token_gpu)
     kv_tokens = blocks * block_size

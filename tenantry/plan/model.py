@@ -223,11 +223,6 @@ class EnginePlan:
     """The model's layers on each pipeline stage, as vLLM splits them (tenantry/plan/memory.py)."""
 
     @property
-    def gpus_per_replica(self) -> int:
-        """Whole GPUs one replica holds, every stage together (0 on CPU; a MIG replica is one slice)."""
-        return self.gpu_resource_count * self.pipeline_parallel
-
-    @property
     def most_replicas(self) -> int:
         """The replicas the pool must have room for: the autoscaler's ceiling, or the fixed count."""
         return self.autoscaling.max_replicas if self.autoscaling else self.replicas

@@ -44,8 +44,8 @@ def test_the_fault_agent_runs_the_command_once_the_engine_reports_a_request_runn
     server, answers = _metrics_server(running_from)
     marker = tmp_path / "ran"
     try:
-        command = agent_command(f"sh -c 'echo {{engine}} > {marker}'", [f"http://127.0.0.1:{server.server_port}/metrics"],
-                                "tiny", 0.5)
+        metrics = [f"http://127.0.0.1:{server.server_port}/metrics"]
+        command = agent_command(f"sh -c 'echo {{engine}} > {marker}'", metrics, "tiny", 0.5)
         assert command.startswith(sys.executable)
         result = run_fault_command(command, "tiny")
     finally:

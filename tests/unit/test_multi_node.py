@@ -57,7 +57,7 @@ def test_the_405b_stack_plans_each_gpu_as_its_stage():
     require_fit(plan)
     engine = plan.engine("llama-405b")
     assert (engine.tensor_parallel, engine.pipeline_parallel, engine.stage_layers) == (8, 2, (63, 63))
-    assert (engine.gpu_resource, engine.gpu_resource_count, engine.gpus_per_replica) == ("nvidia.com/gpu", 8, 16)
+    assert (engine.gpu_resource, engine.gpu_resource_count) == ("nvidia.com/gpu", 8)  # each stage's pod
     assert engine.memory.weight_bytes == 50_731_673_600
     assert (engine.kv.bytes_per_token_per_gpu, engine.kv.bytes_per_token) == (16_128, 258_048)
     # What is left of 0.92 of the H100's 81,559 MiB after weights and the 8 % reserve, in 16-token blocks.
@@ -110,7 +110,8 @@ INVALID = [
     ("pipeline-stages-beyond-the-layers", _chain(_nodes(40),
                                                  _set("engines.0.placement", {"pool": "whole", "tensor_parallel": 8,
                                                                               "pipeline_parallel": 33}),
-                                                 _set("engines.0.model", "llama-3.1-8b"), _set("engines.0.weights", "bf16")),
+                                                 _set("engines.0.model", "llama-3.1-8b"),
+                                                 _set("engines.0.weights", "bf16")),
      "engines[0].placement.pipeline_parallel", "has 32 layers; 33 pipeline stages"),
     ("catalog-model-without-a-pin", _chain(_nodes(2), _set("engines.0.replicas", 1),
                                            _set("engines.0.model", "llama-3.1-405b"),
