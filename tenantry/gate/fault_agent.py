@@ -57,12 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def agent_command(command: str, metrics: list[str], engine: str, wait: float) -> str:
     """`command` (a fault command of the target, placeholders and all) run by this agent."""
     urls = " ".join(f"--metrics {shlex.quote(url)}" for url in metrics)
     agent = f"{shlex.quote(sys.executable)} -m tenantry.gate.fault_agent {urls} --engine {engine} --wait {wait:g}"
     return f"{agent} -- {command}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
