@@ -73,6 +73,15 @@ find its reservation full while the others fill the engine, and its rate limiter
 more than 0.8 of its TPM, even one that began in the scenario before (at half the contract there)."""
 
 
+FILLING_OUTPUT_SCALE = 8.0
+"""noisy-neighbour-overload's fillers ask answers this many times their typical length, all of it of the engine:
+each holds its slot for seconds, and the next request of a back-to-back user takes it again within
+milliseconds, so the engine's unreserved slots are full the whole stage, not only now and then. At their typical
+32 to 48 tokens (under half a second on the local stack) the others held all five of tiny's shared slots only
+part of the time, and a run went by in which none of acme's fourth requests found them full (94aff77's clean
+clone: 152 of acme's requests to tiny, none rerouted)."""
+
+
 def _overflowing(plan: Plan, name: str | None) -> tuple[TenantPlan, str]:
     """The guaranteed tenant with an overload fallback (or `name`), and the engine of its traffic on which it
     reserves less than its concurrency, the one with the most of its traffic: there, and only there, its
@@ -118,8 +127,9 @@ def _reserved(plan: Plan, tenant: TenantPlan, engine: str) -> int:
 
 def noisy_neighbour_overload(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
     """noisy-neighbour's variant for overload fallback: the guaranteed tenant sends at its full concurrency,
-    all of it to one engine within its contract (_all_of_it_to), first alone; then the others fill its engine's unreserved slots (best-effort at its full
-    concurrency, spot flooding at 5x), so that its requests beyond its reservation there find no room and its
+    all of it to one engine within its contract (_all_of_it_to), first alone; then the others fill its engine's
+    unreserved slots (best-effort at its full concurrency, spot flooding at 5x, both only to that engine and with
+    long answers: FILLING_OUTPUT_SCALE), so that its requests beyond its reservation there find no room and its
     overload fallback serves them. Latency is reported, not judged (every tenant is past its contract share on
     one engine); the check judges that nothing of the victim's was refused or failed and the fallback served."""
     victim, engine = _overflowing(plan, tenant)
@@ -128,9 +138,10 @@ def noisy_neighbour_overload(plan: Plan, short: bool, tenant: str | None = None)
     saturated = {victim.name: _all_of_it_to(victim, engine, "saturated")}
     for other in on_engine:
         if other.tier == "spot":
-            saturated[other.name] = _scaled(other, 5)
+            flood = _scaled(other, 5)
+            saturated[other.name] = Load(flood.users, flood.rate, engines=(engine,))
         elif other.tier == "best-effort":
-            saturated[other.name] = Load(other.max_concurrency, 0)
+            saturated[other.name] = Load(other.max_concurrency, 0, engines=(engine,))
         else:
             saturated[other.name] = steady_load(other)
     seconds = (15, 60) if short else (60, 240)
@@ -140,6 +151,7 @@ def noisy_neighbour_overload(plan: Plan, short: bool, tenant: str | None = None)
         f"served by its overload fallback ({', '.join(victim.overload_fallback)})",
         (Stage("alone", seconds[0], alone), Stage("saturated", seconds[1], saturated)),
         checks=("overload-fallback",), not_judged=tuple(t.name for t in plan.tenants),
+        output_scales={t.name: FILLING_OUTPUT_SCALE for t in on_engine if t.tier in ("spot", "best-effort")},
         subject={"victim": victim.name, "engine": engine})
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tenantry.gate.profiles import answer_tokens
 from tenantry.gate.records import Record
 from tenantry.gate.scenario_model import Load, Scenario, ScenarioError
 from tenantry.gate.scenarios import scenario
@@ -40,9 +41,13 @@ def test_noisy_neighbour_overload_crowds_the_victims_engine_and_refuses_stacks_t
     assert crowded.loads["acme"].of_class(acme.traffic, acme.traffic) == (4, pytest.approx(4 / (0.9 * contract)))
     assert Load(4, 2.0).of_class(acme.traffic[2:], acme.traffic) == (1, 2.0)  # micro's quarter, unrestricted
     assert Load(4, 2.0, engines=("tiny",)).of_class(acme.traffic[2:], acme.traffic) == (0, 0.0)
-    # Only tiny's tenants join: best-effort back to back at its concurrency, spot flooding at 5x.
-    assert crowded.loads["globex"] == Load(3, 0) and crowded.loads["initech"].users == 20
+    # Only tiny's tenants join, only to tiny: best-effort back to back at its concurrency, spot flooding at 5x,
+    # both asking 8x their typical answers so that they hold tiny's five shared slots the whole stage.
+    assert crowded.loads["globex"] == Load(3, 0, engines=("tiny",))
+    assert crowded.loads["initech"].users == 20 and crowded.loads["initech"].engines == ("tiny",)
     assert set(crowded.loads) == {"acme", "globex", "initech"}
+    assert run.output_scales == {"globex": 8.0, "initech": 8.0} and run.output_scale_of("acme") == 1.0
+    assert answer_tokens(tests_stack.tenant("globex"), run.output_scale_of("globex")) == 384
     with pytest.raises(ScenarioError, match="stack local has none"):
         scenario("noisy-neighbour-overload", local)  # acme reserves all 4 of its concurrency on tiny
     with pytest.raises(ScenarioError, match="globex is best-effort"):
