@@ -16,6 +16,7 @@ from pulumi_policy import EnforcementLevel, PolicyPack, StackValidationArgs, Sta
 
 from tenantry.manifests import bucket_policies, cluster_policies, crd_policies, engine_policies, isolation_policies
 from tenantry.manifests import policies as rules
+from tenantry.manifests import routing_policies
 from tenantry.manifests.resources import Resource, from_policy_props
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
 from tenantry.pins import chart
@@ -54,7 +55,8 @@ PolicyPack(
     policies=[
         _stack_rule("tenant-namespaces-isolated", "Every tenant namespace has a quota, a limit range and a "
                     "default-deny network policy.", rules.tenant_namespaces_are_isolated),
-        _stack_rule("engines-only-from-gateway", "No engine is reachable except from the gateway and Prometheus.",
+        _stack_rule("engines-only-from-gateway", "No engine is reachable except from the gateway and Prometheus (and, "
+                    "kv-aware, its own Gateway's and endpoint picker's pods).",
                     lambda rs: rules.engines_reachable_only_from_gateway(
                         rs, GATEWAY_SELECTOR, chart("kube-prometheus-stack").namespace)),
         _stack_rule("requests-and-limits", "Every container has CPU and memory requests and limits.",
@@ -71,7 +73,7 @@ PolicyPack(
                     "Plan's bounds and the signals its alerts fire on.",
                     _against_the_plan(engine_policies.engines_scale_within_the_plans_bounds)),
         _stack_rule("custom-resources-after-crds", "Every custom resource depends on the Helm release that "
-                    "installs its CRD.", crd_policies.custom_resources_wait_for_their_crds),
+                    "installs its CRD, or on the CRD tenantry applies.", crd_policies.custom_resources_wait_for_their_crds),
         _stack_rule("engine-volumes-hold-checkpoint", "An engine's weights cache claim holds the checkpoint "
                     "fetched (bf16 when quantised on load).",
                     _against_the_plan(engine_policies.engine_volumes_hold_their_checkpoint)),
@@ -89,5 +91,9 @@ PolicyPack(
                     "gateway lets no other tenant reach its dedicated engines, which carry its label, request MIG "
                     "slices where promised, and run on its own nodes where promised.",
                     _against_the_plan(isolation_policies.tenants_get_the_isolation_they_were_promised)),
+        _stack_rule("engines-routed-as-planned", "Each engine is called through its Service, or, kv-aware, through "
+                    "its own Gateway, whose route sends to an InferencePool of exactly its serving pods, picked for "
+                    "that pool with the Plan's objective per tier.",
+                    _against_the_plan(routing_policies.engines_are_routed_as_planned)),
     ],
 )

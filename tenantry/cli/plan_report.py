@@ -107,12 +107,21 @@ def _lora(e: EnginePlan) -> str:
     return f"{e.lora.max_loras} / {e.lora.max_lora_rank} / {e.lora.max_cpu_loras} ({len(e.lora.adapters)} adapters)"
 
 
+def _routing(e: EnginePlan) -> str:
+    """Service, or the kv-aware path and each tier's objective priority on the pool (higher is more critical)."""
+    if e.routing is None:
+        return "service"
+    tiers = " / ".join(f"{o.tier} {o.priority}" for o in e.routing.objectives)
+    return f"kv-aware (picker priority {tiers})"
+
+
 _ENGINE_ROWS: tuple[tuple[str, Callable[[EnginePlan], str | Text]], ...] = (
     ("model", lambda e: f"{e.model} {e.weights}"),
     ("placement × replicas", lambda e: f"{_placement(e)} × {e.replicas}"
      + (f" to {e.autoscaling.max_replicas}" if e.autoscaling else "")),
     ("scale down after / poll", lambda e: (f"{e.autoscaling.scale_down_after_seconds} s / "
                                            f"{e.autoscaling.polling_seconds} s" if e.autoscaling else "—")),
+    ("routing", _routing),
     ("device memory", lambda e: human_bytes(e.memory.device_bytes)),
     ("weights", lambda e: human_bytes(e.memory.weight_bytes)),
     ("runtime reserve", lambda e: human_bytes(e.memory.reserve_bytes)),

@@ -41,6 +41,10 @@ OPEN_ROUTES = (LIVENESS_PATH, READINESS_PATH)
 liveness answers "I'm alive!", its readiness the status of the process and its database)."""
 
 
+REQUEST_TIMEOUT_SECONDS = 600
+"""LiteLLM's timeout for one call to an engine; a kv-aware engine's HTTPRoute holds a request as long."""
+
+
 def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[str, Any]:
     """A model_list entry per engine and per adapter, priced from the Plan (so
     spend is GPU cost), fallbacks, Redis for limits shared across replicas, the
@@ -81,7 +85,7 @@ def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[st
             # LiteLLM's own view of PostgreSQL and Redis (litellm_postgres_*, litellm_redis_*,
             # litellm_batch_write_to_db_*): the alerts on failing spend writes read them.
             "service_callback": ["prometheus_system"],
-            "request_timeout": 600,
+            "request_timeout": REQUEST_TIMEOUT_SECONDS,
             # LiteLLM reads its loop guard from this module attribute, which litellm_settings sets.
             "REPEATED_STREAMING_CHUNK_LIMIT": plan.gateway.repeated_chunk_limit,
         },
@@ -133,6 +137,7 @@ def tenant_policy_settings(
                                                            ("spot", e.slots.spot_max)) if cap is not None},
                 "models": [e.name, *(a.name for a in e.lora.adapters)],
                 "metrics_urls": (metrics_urls or {}).get(e.name, []),
+                "objectives": {o.tier: o.name for o in e.routing.objectives} if e.routing else {},
             }
             for e in plan.engines
         },

@@ -21,6 +21,7 @@ from tenantry.deploy.gateway import GATEWAY_PRIORITY_CLASS, Gateway, GatewayArgs
 from tenantry.deploy.gpu_nodes import GpuNodes, GpuNodesArgs
 from tenantry.deploy.metrics_api import MetricsApi, MetricsApiArgs
 from tenantry.deploy.identity import bucket_access, bucket_service_account
+from tenantry.deploy.kv_routing import KvRouting, KvRoutingArgs
 from tenantry.deploy.model_cache import egress_policies, fetches_from_hub, hub_token_secret
 from tenantry.deploy.observability import Observability, ObservabilityArgs, configured_webhooks
 from tenantry.deploy.postgres import CLUSTER_NAME, DATA_PRIORITY_CLASS, Postgres, PostgresArgs
@@ -63,7 +64,7 @@ class Platform(pulumi.ComponentResource):
         plan = args.plan
         ns = plan.platform.namespace
         child = pulumi.ResourceOptions(parent=self)
-        namespace = self._priority_classes_and_namespace(name, ns)
+        namespace = self.namespace = self._priority_classes_and_namespace(name, ns)
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
         GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy, plan.cluster.gpu_operator), child)
         metrics_api = MetricsApi(f"{name}-metrics", MetricsApiArgs(plan.cluster.metrics_api), child)
@@ -89,14 +90,13 @@ class Platform(pulumi.ComponentResource):
             )
             for e in plan.engines
         }
-        EngineAutoscaling(f"{name}-autoscaling", EngineAutoscalingArgs(
-            plan, ns, observability.prometheus_url, {n: e.workload for n, e in engines.items()}), child)
+        engine_urls = self._scaling_and_routing(name, plan, engines, observability)
         keys = self._tenant_keys(name, plan)
         gateway = Gateway(
             f"{name}-gateway",
             GatewayArgs(
                 plan=plan, namespace=ns, image=IMAGES["litellm"],
-                engine_urls={n: e.url for n, e in engines.items()},
+                engine_urls=engine_urls,
                 database_url=postgres.database_url,
                 redis_host=redis.host, redis_port=redis_mod.PORT, redis_password=redis.password.result,
                 tenant_keys=keys,
@@ -118,6 +118,17 @@ class Platform(pulumi.ComponentResource):
         egress_policies(name, ns, plan.platform, in_namespace)
         self.gateway_url = gateway.url
         self.register_outputs({"gateway_url": self.gateway_url, "tenant_namespaces": self.tenant_namespaces})
+
+    def _scaling_and_routing(self, name: str, plan: Plan, engines: dict[str, Engine],
+                             observability: Observability) -> dict[str, str]:
+        """Engines' autoscalers and, for kv-aware ones, their inference Gateways: the URL LiteLLM calls each at."""
+        ns = plan.platform.namespace
+        EngineAutoscaling(f"{name}-autoscaling", EngineAutoscalingArgs(
+            plan, ns, observability.prometheus_url, {n: e.workload for n, e in engines.items()}),
+            pulumi.ResourceOptions(parent=self))
+        routing = KvRouting(f"{name}-kv-routing", KvRoutingArgs(plan, ns, observability.namespace, observability.release),
+                            pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
+        return {n: routing.urls.get(n, e.url) for n, e in engines.items()}
 
     def _priority_classes_and_namespace(self, name: str, ns: str) -> k8s.core.v1.Namespace:
         child = pulumi.ResourceOptions(parent=self)

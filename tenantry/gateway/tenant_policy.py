@@ -92,7 +92,6 @@ REROUTED_FROM = "tenantry_rerouted"
 log = logging.getLogger("tenantry.tenant_policy")
 
 
-
 def _refuse(code: int, message: str, kind: str, retry_after: int | None = None,
             shed: str | None = None) -> ProxyException:
     headers = {"Retry-After": str(retry_after)} if retry_after else {}
@@ -219,6 +218,8 @@ class TenantPolicy(CustomLogger):
         if not decision.admit:
             raise _refuse(429, decision.message, "rate_limit_error", decision.retry_after,
                           shed=None if decision.reason in OWN_LIMIT_REASONS else decision.reason)
+        served = self.settings.engines[self.model_engine[str(data["model"])]]
+        data["extra_headers"] = served.routed_headers(data.get("extra_headers"), name, tenant.tier)
         metadata = data.setdefault("metadata", {})
         metadata[REQUEST_ID] = request_id
         metadata[HELD_SLOTS] = list(held)

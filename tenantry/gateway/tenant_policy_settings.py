@@ -41,6 +41,16 @@ class TenantSettings:
     """Models to serve the tenant's request, in order, when its engine's capacity would refuse it."""
 
 
+OBJECTIVE_HEADER = "x-llm-d-inference-objective"
+"""Names a request's InferenceObjective to llm-d's endpoint picker (pkg/epp/metadata/consts.go, v0.10.0); one it
+does not know gets the picker's default priority, 0."""
+FAIRNESS_HEADER = "x-llm-d-inference-fairness-id"
+"""The flow the picker's flow control shares capacity fairly between, within a priority: the tenant."""
+PICKER_HEADERS = frozenset({OBJECTIVE_HEADER, FAIRNESS_HEADER, "x-gateway-inference-objective",
+                            "x-gateway-inference-fairness-id"})
+"""Both, with the deprecated names the picker still reads: only the plugin sets them."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
     replicas: int
@@ -54,6 +64,18 @@ class EngineSettings:
     """The names it serves: its own and its adapters'."""
     metrics_urls: tuple[str, ...]
     """Each replica's /metrics; empty when Prometheus is asked instead."""
+    objectives: dict[str, str]
+    """By tier, the InferenceObjective the endpoint picker of a kv-aware engine reads for the tier's requests
+    (tenantry/plan/routing.py); empty for an engine behind its Service."""
+
+    def routed_headers(self, headers: dict | None, tenant: str, tier: str) -> dict:
+        """The request's headers as the engine receives them: to a kv-aware engine's picker, the tier's objective
+        and the tenant as its flow; whatever of the picker's headers the client sent (in extra_headers, in any
+        case, under any name the picker reads) dropped, so a tenant cannot name a more critical objective."""
+        kept = {k: v for k, v in (headers or {}).items() if k.lower() not in PICKER_HEADERS}
+        if tier not in self.objectives:
+            return kept
+        return {**kept, OBJECTIVE_HEADER: self.objectives[tier], FAIRNESS_HEADER: tenant}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,6 +5,7 @@ environment)."""
 from __future__ import annotations
 
 from tenantry.manifests import bucket_policies, cluster_policies, crd_policies, engine_policies, isolation_policies
+from tenantry.manifests import routing_policies
 from tenantry.manifests import policies as rules
 from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
 from tenantry.manifests.offline import Rendering
@@ -36,6 +37,7 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *cluster_policies.node_patches_leave_taints_alone(resources),
         *cluster_policies.autoscalers_have_a_metrics_api(resources, plan),
         *isolation_policies.tenants_get_the_isolation_they_were_promised(resources, plan),
+        *routing_policies.engines_are_routed_as_planned(resources, plan),
     ]
 
 

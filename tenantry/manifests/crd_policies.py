@@ -1,5 +1,5 @@
-"""Custom resources wait for the Helm release that installs their CRD
-(docs/decisions.md: Custom resources wait for the release that installs their CRD)."""
+"""Custom resources wait for the Helm release that installs their CRD, or for the CRD itself where tenantry
+applies it (crds/) (docs/decisions.md: Custom resources wait for the release that installs their CRD)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ CRD_CHARTS = {
     "nfd.k8s-sigs.io": "gpu-operator",  # its node-feature-discovery subchart
     "keda.sh": "keda",
     "leaderworkerset.x-k8s.io": "lws",
+    "networking.istio.io": "istio-base",
 }
 """The API groups of custom resources, each with the pinned chart (charts/<name>) whose CRDs define it."""
+APPLIED_GROUPS = frozenset({"gateway.networking.k8s.io", "inference.networking.k8s.io", "llm-d.ai"})
+"""The API groups whose CRDs tenantry applies itself, from the pinned files under crds/."""
 BUILT_IN_GROUPS = frozenset({
     "core", "apps", "batch", "policy", "autoscaling", "admissionregistration.k8s.io", "apiextensions.k8s.io",
     "apiregistration.k8s.io", "certificates.k8s.io", "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io",
@@ -58,6 +61,12 @@ def custom_resources_wait_for_their_crds(resources: list[Resource]) -> list[str]
     for resource in resources:
         group = _api_group(resource)
         if group is None or group in BUILT_IN_GROUPS:
+            continue
+        if group in APPLIED_GROUPS:
+            if not any(r.kind == "CustomResourceDefinition" and (r.props.get("spec") or {}).get("group") == group
+                       and ((r.props.get("spec") or {}).get("names") or {}).get("kind") == resource.kind
+                       for r in _created_before(resource, by_urn)):
+                violations.append(f"{resource.label} does not depend on the {resource.kind} CRD tenantry applies (crds/)")
             continue
         if group not in CRD_CHARTS:
             violations.append(f"{resource.label} is a {group} custom resource that no pinned chart is known to define")

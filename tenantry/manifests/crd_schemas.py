@@ -1,5 +1,5 @@
 """Custom resources against the CRD schemas of the pinned releases, kept beside their chart pins
-(charts/<name>/crds/*.yaml, each with its source): a field the pinned CRD does not define, a wrong
+(charts/<name>/crds/*.yaml) or, for those tenantry applies itself, under crds/<project>/ (each with its source): a field the pinned CRD does not define, a wrong
 type or a missing required field is a problem, as Kubernetes' strict field validation would make it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from tenantry.pins import CHARTS_DIR
+from tenantry.pins import APPLIED_CRDS_DIR, CHARTS_DIR
 
 
 def _strict(schema: dict[str, Any]) -> dict[str, Any]:
@@ -33,10 +33,10 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 @cache
-def pinned_crd_schemas(charts: Path = CHARTS_DIR) -> dict[tuple[str, str], dict[str, Any]]:
+def pinned_crd_schemas(charts: Path = CHARTS_DIR, applied: Path = APPLIED_CRDS_DIR) -> dict[tuple[str, str], dict[str, Any]]:
     """(apiVersion, kind) -> the served version's openAPIV3Schema, strict, for every pinned CRD."""
     schemas = {}
-    for path in sorted(charts.glob("*/crds/*.yaml")):
+    for path in [*sorted(charts.glob("*/crds/*.yaml")), *sorted(applied.glob("*/*.yaml"))]:
         crd = yaml.safe_load(path.read_text(encoding="utf-8"))
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
@@ -45,14 +45,17 @@ def pinned_crd_schemas(charts: Path = CHARTS_DIR) -> dict[tuple[str, str], dict[
     return schemas
 
 
+SERVER_OWN = ("apiVersion", "kind", "metadata")
+
+
 def crd_problems(obj: dict[str, Any], where: str, schema: dict[str, Any]) -> list[str]:
-    """Each place `obj` breaks its pinned CRD's schema. metadata is the API server's own (ObjectMeta), not
-    the CRD's: it is left out, as the CRD leaves it."""
-    body = {key: value for key, value in obj.items() if key != "metadata"}
+    """Each place `obj` breaks its pinned CRD's schema. apiVersion, kind and metadata are the API server's own
+    (TypeMeta, ObjectMeta), not the CRD's: they are left out, as some CRDs leave them (Istio's)."""
+    body = {key: value for key, value in obj.items() if key not in SERVER_OWN}
     validator = jsonschema.Draft7Validator({
         **schema,
-        "properties": {key: value for key, value in schema.get("properties", {}).items() if key != "metadata"},
-        "required": [key for key in schema.get("required", []) if key != "metadata"],
+        "properties": {key: value for key, value in schema.get("properties", {}).items() if key not in SERVER_OWN},
+        "required": [key for key in schema.get("required", []) if key not in SERVER_OWN],
     })
     return [f"{where}: {'.'.join(str(p) for p in error.absolute_path) or '(object)'}: {error.message}"
             for error in sorted(validator.iter_errors(body), key=lambda e: list(map(str, e.absolute_path)))]

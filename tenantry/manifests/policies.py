@@ -51,8 +51,9 @@ def tenant_namespaces_are_isolated(resources: list[Resource]) -> list[str]:
 def engines_reachable_only_from_gateway(resources: list[Resource], gateway_selector: dict[str, str],
                                         monitoring_namespace: str) -> list[str]:
     """Every engine's pods are selected by an ingress NetworkPolicy, and every
-    policy selecting them admits only the gateway's pods (same namespace) and
-    Prometheus; no engine Service leaves the cluster network."""
+    policy selecting them admits only the gateway's pods (same namespace),
+    Prometheus, and, for a kv-aware engine, its endpoint picker and the Gateways
+    routed to its pool (their pods); no engine Service leaves the cluster network."""
     violations = []
     engines = [r for r in resources if r.kind in ENGINE_WORKLOAD_KINDS and ENGINE_SELECTOR_KEY in template_labels(r)]
     policies = [r for r in resources if r.kind == "NetworkPolicy"]
@@ -68,15 +69,40 @@ def engines_reachable_only_from_gateway(resources: list[Resource], gateway_selec
                 peers = rule.get("from")
                 if not peers:
                     violations.append(f"engine {engine.label} is reachable from anywhere through {policy.label}")
+                routed = _routed_peers(resources, engine.namespace, pod_labels)
                 for peer in peers or []:
-                    if not _allowed_engine_peer(peer, gateway_selector, monitoring_namespace) and not (
-                            engine.kind == "LeaderWorkerSet" and _own_stage(peer, pod_labels)):
+                    if not _allowed_engine_peer(peer, gateway_selector, monitoring_namespace) and peer not in routed \
+                            and not (engine.kind == "LeaderWorkerSet" and _own_stage(peer, pod_labels)):
                         violations.append(f"engine {engine.label} is reachable from {peer} through {policy.label}")
     for service in (r for r in resources if r.kind == "Service"):
         selector = (service.props.get("spec") or {}).get("selector") or {}
         if ENGINE_SELECTOR_KEY in selector and (service.props.get("spec") or {}).get("type") in ("NodePort", "LoadBalancer"):
             violations.append(f"engine {service.label} is exposed outside the cluster")
     return violations
+
+
+def _routed_peers(resources: list[Resource], namespace: str | None, pod_labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The pods a kv-aware engine's pods may admit besides the gateway: for each InferencePool selecting them, the
+    pods of its endpoint picker's Service and of every Gateway whose HTTPRoute sends to the pool."""
+    from tenantry.deploy.kv_routing import GATEWAY_NAME_LABEL
+
+    here = [r for r in resources if r.namespace == namespace]
+    services = {r.metadata.get("name"): r for r in here if r.kind == "Service"}
+    peers: list[dict[str, Any]] = []
+    for pool in (r for r in here if r.kind == "InferencePool"):
+        spec = pool.props.get("spec") or {}
+        if not selects(spec.get("selector") or {}, pod_labels):
+            continue
+        picker = services.get((spec.get("endpointPickerRef") or {}).get("name"))
+        if picker is not None:
+            peers.append({"podSelector": {"matchLabels": (picker.props.get("spec") or {}).get("selector") or {}}})
+        for route in (r for r in here if r.kind == "HTTPRoute"):
+            route_spec = route.props.get("spec") or {}
+            if any(b.get("kind") == "InferencePool" and b.get("name") == pool.metadata.get("name")
+                   for rule in route_spec.get("rules") or [] for b in rule.get("backendRefs") or []):
+                peers += [{"podSelector": {"matchLabels": {GATEWAY_NAME_LABEL: parent.get("name")}}}
+                          for parent in route_spec.get("parentRefs") or [] if parent.get("kind") == "Gateway"]
+    return peers
 
 
 def _own_stage(peer: dict[str, Any], pod_labels: dict[str, str]) -> bool:

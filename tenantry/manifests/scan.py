@@ -64,6 +64,8 @@ def waived_resources(selectors: list[str], plan: Plan) -> set[str] | None:
         ids |= {f"Deployment.{ns}.{e.name}" for e in plan.engines}
     if "gateway" in selectors:
         ids.add(f"Deployment.{ns}.tenantry-gateway")
+    if "picker" in selectors:
+        ids |= {f"Deployment.{ns}.{e.routing.pool}-epp" for e in plan.engines if e.routing}
     return ids
 
 

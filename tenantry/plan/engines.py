@@ -12,6 +12,7 @@ from tenantry.plan.model import EnginePlan, PlacementKind
 from tenantry.plan.notes import EngineNotes
 from tenantry.plan.pod import plan_pod
 from tenantry.plan.routes import Route, demands, typical_context
+from tenantry.plan.routing import plan_routing
 from tenantry.plan.slots import plan_engine_slots
 from tenantry.plan.tokens import plan_tokens
 from tenantry.spec.resolve import engine_max_context, resolve_model
@@ -29,7 +30,7 @@ def plan_engine(
     mig = gpu.mig_profile(engine.placement.mig_profile) if engine.placement.mig_profile else None
     placement: PlacementKind = "mig" if mig else ("cpu" if gpu.name == "CPU" else "gpus")
     max_context = engine_max_context(engine, arch)
-    _check_architecture(engine, arch, notes)
+    _check_architecture(engine, arch, notes, unrouted=not routes and not is_fallback)
     stages = pipeline_stages(arch.layers, engine.placement.pipeline_parallel)
     budget = plan_gpu_budget(engine, arch, gpu, mig, stages, notes)
     guaranteed = frozenset(t.name for t in spec.tenants if t.tier == "guaranteed")
@@ -44,8 +45,6 @@ def plan_engine(
     caps = {tier: spec.tiers.policy(tier).max_engine_slots for tier in ("best-effort", "spot")}
     slots = plan_engine_slots(engine.replicas, kv, engine_demands, caps, notes=notes,
                               memory_fits=budget.weights_fit and kv.sequences_at_max_context >= 1)
-    if not routes and not is_fallback:
-        notes.warn(None, "no tenant sends traffic here and it is no fallback target")
     tokens = plan_tokens(engine, arch, gpu, mig, pool.gpu_hour_price_usd, routes, notes)
     resource, resource_count = _gpu_resource(placement, mig, tp := engine.placement.tensor_parallel)
     pod = plan_pod(tp, placement, budget.download_bytes, lora, pipeline_parallel=len(stages))
@@ -77,11 +76,15 @@ def plan_engine(
         autoscaling=plan_autoscaling(engine, placement == "cpu", pod.startup_seconds, notes),
         pipeline_parallel=len(stages),
         stage_layers=stages,
+        routing=plan_routing(engine, spec, placement == "cpu", notes),
     )
 
 
-def _check_architecture(engine: EngineSpec, arch: Architecture, notes: EngineNotes) -> None:
-    """An explicit architecture whose stated total is far from what its shape implies is probably a typo."""
+def _check_architecture(engine: EngineSpec, arch: Architecture, notes: EngineNotes, unrouted: bool) -> None:
+    """An engine nobody sends to is probably a mistake; so is an explicit architecture whose stated total is far
+    from what its shape implies (a typo)."""
+    if unrouted:
+        notes.warn(None, "no tenant sends traffic here and it is no fallback target")
     if engine.architecture is None:
         return
     implied = estimate_parameters(arch)

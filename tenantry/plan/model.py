@@ -14,6 +14,7 @@ from typing import Any, Literal
 from tenantry.catalog.throughput import SizeClass
 from tenantry.findings import Finding
 from tenantry.plan.autoscaling import AutoscalingPlan
+from tenantry.plan.routing import KvRoutingPlan
 from tenantry.spec.fields import BucketScheme, CloudIdentityProvider, ModelCacheAccessMode
 from tenantry.spec.schema import ClusterEnvironment, GpuSoftwareSource, MetricsApiSource
 from tenantry.spec.schema import BudgetMode, CacheIsolationMode, IsolationLevel, KvCacheDtype, LoraModule, Tier
@@ -221,6 +222,8 @@ class EnginePlan:
     LeaderWorkerSet of one leader and pipeline_parallel - 1 workers per replica."""
     stage_layers: tuple[int, ...] = ()
     """The model's layers on each pipeline stage, as vLLM splits them (tenantry/plan/memory.py)."""
+    routing: KvRoutingPlan | None = None
+    """How the gateway reaches the replicas (tenantry/plan/routing.py): None, through the engine's Service."""
 
     @property
     def most_replicas(self) -> int:

@@ -10,6 +10,7 @@ from tenantry.spec.fields import (
     ModelName,
     Name,
     Revision,
+    Routing,
     SourceUri,
     SpecModel,
     WeightDtype,
@@ -148,6 +149,12 @@ class EngineSpec(SpecModel):
     autoscaling: AutoscalingSpec | None = field(
         None, description="Scale replicas from `replicas` up to `max_replicas` on the engine's waiting requests, KV "
         "cache use and time to first token (KEDA's Prometheus scaler, pinned); none: a fixed count.",
+    )
+    routing: Routing = field(
+        "service", description="How the gateway reaches the replicas: service (the engine's Service spreads "
+        "requests over them) or kv-aware (an inference Gateway whose endpoint picker, llm-d's, sends each request to "
+        "the replica that already holds its prompt's prefix and has room, each tenant's tier as the picker's "
+        "objective; Kubernetes GPU pools only).",
     )
     gpu_memory_utilization: float = field(
         0.90, description="Share of each GPU's memory the engine may claim (vLLM --gpu-memory-utilization).",

@@ -12,6 +12,7 @@ Tier = Literal["guaranteed", "best-effort", "spot"]
 TIERS: tuple[Tier, ...] = ("guaranteed", "best-effort", "spot")
 WeightDtype = Literal["bf16", "fp8", "int4-awq"]
 KvCacheDtype = Literal["auto", "fp8"]
+Routing = Literal["service", "kv-aware"]
 LoraModule = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 TrafficProfile = Literal["chat", "rag", "batch"]
 CacheIsolationMode = Literal["own", "shared", "none"]

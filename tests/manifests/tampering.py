@@ -20,3 +20,18 @@ def changed(resources: list[Resource], kind: str, name: str, change: Callable[[d
             r = replace(r, props=props)
         out.append(r)
     return out
+
+
+def planned_rendering(stack: str):
+    """A shipped stack's Plan, its rendering through the mock runtime and the rendering's resources for the policies."""
+    from tenantry.manifests.checks import policy_resources
+    from tenantry.manifests.offline import render
+    from tenantry.stacks import plan_stack, stack_path
+
+    rendering = render(stack_path(stack), stack)
+    return plan_stack(stack), rendering, policy_resources(rendering)
+
+
+def manifest(rendering, kind: str, name: str) -> dict:
+    """The rendered object of this kind and name."""
+    return next(m for m in rendering.manifests() if m["kind"] == kind and m["metadata"]["name"] == name)

@@ -56,9 +56,25 @@ def test_a_release_of_another_chart_does_not_count():
 
 
 def test_a_custom_resource_no_pinned_chart_defines_is_reported():
-    route = Resource("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute", "route", {"metadata": {"name": "r"}}, "u")
+    route = Resource("kubernetes:gateway.x-k8s.io/v1alpha1:XBackendTrafficPolicy", "p", {"metadata": {"name": "p"}}, "u")
     assert rules.custom_resources_wait_for_their_crds([route]) == [
-        "HTTPRoute r is a gateway.networking.k8s.io custom resource that no pinned chart is known to define"]
+        "XBackendTrafficPolicy p is a gateway.x-k8s.io custom resource that no pinned chart is known to define"]
+
+
+def test_a_route_waits_for_the_crd_tenantry_applies_of_its_own_kind():
+    """Gateway API's CRDs come from no chart: tenantry applies them, and a route must wait for its kind's."""
+    route = Resource("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute", "route", {"metadata": {"name": "r"}}, "u")
+    def crd(kind):
+        return Resource("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", f"crd-{kind}",
+                        {"metadata": {"name": kind}, "spec": {"group": "gateway.networking.k8s.io",
+                                                               "names": {"kind": kind}}}, f"crd-{kind}")
+    assert rules.custom_resources_wait_for_their_crds([route]) == [
+        "HTTPRoute r does not depend on the HTTPRoute CRD tenantry applies (crds/)"]
+    gateway_only = dataclasses.replace(route, dependencies=("crd-Gateway",))
+    assert rules.custom_resources_wait_for_their_crds([crd("Gateway"), gateway_only]) == [
+        "HTTPRoute r does not depend on the HTTPRoute CRD tenantry applies (crds/)"]
+    after = dataclasses.replace(route, dependencies=("crd-HTTPRoute",))
+    assert rules.custom_resources_wait_for_their_crds([crd("HTTPRoute"), after]) == []
 
 
 def test_an_object_store_waits_for_the_barman_cloud_plugin():

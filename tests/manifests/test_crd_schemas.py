@@ -13,7 +13,8 @@ import yaml
 from tenantry.manifests.crd_schemas import pinned_crd_schemas
 from tenantry.manifests.offline import render
 from tenantry.manifests.validate import validate_manifests
-from tenantry.pins import CHARTS_DIR, chart
+from tenantry.deploy.kv_routing import applied_crds
+from tenantry.pins import APPLIED_CRDS_DIR, CHARTS_DIR, chart
 from tenantry.stacks import plan_stack, stack_path
 
 STACK = "h100-isolation"  # PostgreSQL with backups: every kind of custom resource but KEDA's (test_autoscaling.py)
@@ -28,13 +29,29 @@ def stack():
 def test_each_pinned_crd_names_the_release_it_was_taken_from():
     files = sorted(CHARTS_DIR.glob("*/crds/*.yaml"))
     assert {f.parent.parent.name for f in files} == {"keda", "kube-prometheus-stack", "cloudnative-pg",
-                                                     "plugin-barman-cloud", "lws"}
+                                                     "plugin-barman-cloud", "lws", "istio-base"}
     for path in files:
         text = path.read_text(encoding="utf-8")
         pin = chart(path.parent.parent.name)
         assert re.search(r"at commit [0-9a-f]{40}", text) and pin.version.lstrip("v") in text.split("\n---")[0], path
         crd = yaml.safe_load(text)
         assert path.stem == crd["metadata"]["name"], path  # <plural>.<group>, as the API server names it
+
+
+def test_each_crd_tenantry_applies_names_its_source_and_is_the_one_applied():
+    """crds/<project>/: CRDs no pinned chart installs. Each names the commit it was taken from, and is what the
+    kv-aware stack applies, unchanged."""
+    files = sorted(APPLIED_CRDS_DIR.glob("*/*.yaml"))
+    assert {f"{f.parent.name}/{f.stem}" for f in files} == {
+        "gateway-api/gatewayclasses.gateway.networking.k8s.io", "gateway-api/gateways.gateway.networking.k8s.io",
+        "gateway-api/httproutes.gateway.networking.k8s.io",
+        "inference-extension/inferencepools.inference.networking.k8s.io",
+        "llm-d-router/inferenceobjectives.llm-d.ai"}
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert re.search(r"at commit [0-9a-f]{40} \(tag v\d+\.\d+\.\d+, \d{4}-\d\d-\d\d\)", text), path
+        assert path.stem == yaml.safe_load(text)["metadata"]["name"], path
+    assert [c["metadata"]["name"] for c in applied_crds()] == [f.stem for f in files]
 
 
 def test_every_custom_resource_rendered_has_a_pinned_crd_and_meets_it(stack):

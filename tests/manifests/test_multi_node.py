@@ -12,15 +12,13 @@ import pytest
 from tenantry.configs.vllm import stage_args, vllm_args
 from tenantry.deploy.gateway import SELECTOR
 from tenantry.deploy.model_cache import ADAPTERS_DIR, WEIGHTS_DIR
-from tenantry.manifests.checks import policy_resources, policy_violations
+from tenantry.manifests.checks import policy_violations
 from tenantry.manifests.crd_policies import custom_resources_wait_for_their_crds
 from tenantry.manifests.engine_policies import engines_match_the_plan
-from tenantry.manifests.offline import render
 from tenantry.manifests.policies import engines_reachable_only_from_gateway, versions_are_pinned
 from tenantry.manifests.validate import validate_manifests
 from tenantry.pins import chart
-from tenantry.stacks import plan_stack, stack_path
-from tests.manifests.tampering import changed
+from tests.manifests.tampering import changed, manifest, planned_rendering
 
 STACK = "h100x16-405b"
 LEADER = "$(LWS_LEADER_ADDRESS)"
@@ -28,12 +26,7 @@ LEADER = "$(LWS_LEADER_ADDRESS)"
 
 @pytest.fixture(scope="module")
 def stack():
-    rendering = render(stack_path(STACK), STACK)
-    return plan_stack(STACK), rendering, policy_resources(rendering)
-
-
-def _manifest(rendering, kind: str, name: str) -> dict:
-    return next(m for m in rendering.manifests() if m["kind"] == kind and m["metadata"]["name"] == name)
+    return planned_rendering(STACK)
 
 
 def _vllm(template: dict) -> dict:
@@ -43,7 +36,7 @@ def _vllm(template: dict) -> dict:
 def test_the_replica_is_a_group_of_a_leader_and_a_worker_each_with_a_node(stack):
     plan, rendering, _ = stack
     engine = plan.engine("llama-405b")
-    group = _manifest(rendering, "LeaderWorkerSet", "llama-405b")
+    group = manifest(rendering, "LeaderWorkerSet", "llama-405b")
     assert not [m for m in rendering.manifests() if m["kind"] == "Deployment" and m["metadata"]["name"] == "llama-405b"]
     spec = group["spec"]
     template = spec["leaderWorkerTemplate"]
@@ -60,13 +53,13 @@ def test_the_replica_is_a_group_of_a_leader_and_a_worker_each_with_a_node(stack)
     # Only the leader serves the API: its probes and port; the worker has none to probe.
     assert "startupProbe" in leader and leader["ports"] == [{"name": "http", "containerPort": 8000}]
     assert not {"startupProbe", "readinessProbe", "livenessProbe", "ports"} & set(worker)
-    service = _manifest(rendering, "Service", "llama-405b")
+    service = manifest(rendering, "Service", "llama-405b")
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
 
 
 def test_the_group_meets_the_pinned_crd_and_waits_for_the_controller_it_needs(stack):
     plan, rendering, resources = stack
-    group = _manifest(rendering, "LeaderWorkerSet", "llama-405b")
+    group = manifest(rendering, "LeaderWorkerSet", "llama-405b")
     assert validate_manifests([group], plan.kubernetes_version) == []
     broken = copy.deepcopy(group)
     broken["spec"]["leaderWorkerTemplate"]["size"] = "two"

@@ -112,7 +112,10 @@ def test_gateway_config_is_rendered_from_the_plan(rendered):
     for engine in plan.engines:
         for name in (engine.name, *(a.name for a in engine.lora.adapters)):
             params = served[name]["litellm_params"]
-            assert params["api_base"] == f"http://{engine.name}.{plan.platform.namespace}.svc:8000/v1"
+            # A kv-aware engine is called through its inference Gateway's Service, which Istio names <gateway>-istio.
+            host = f"{engine.routing.gateway}-istio" if engine.routing else engine.name
+            port = 80 if engine.routing else 8000
+            assert params["api_base"] == f"http://{host}.{plan.platform.namespace}.svc:{port}/v1"
             assert params["input_cost_per_token"] == pytest.approx(engine.tokens.usd_per_1k_input_tokens / 1000)
             assert params["output_cost_per_token"] == pytest.approx(engine.tokens.usd_per_1k_output_tokens / 1000)
     assert config["router_settings"]["fallbacks"] == [{m: list(f.to)} for f in plan.gateway.fallbacks

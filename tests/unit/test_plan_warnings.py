@@ -45,6 +45,8 @@ WARNINGS: list[tuple[str, Mutation, str, str]] = [
     ("overcommit", set_field("tenants.2.tpm", 3_000_000), "engines[0]", "that holds only while they do not all peak"),
     ("autoscaling-with-nothing-to-scale", set_field("engines.0.autoscaling", {"max_replicas": 2}),
      "engines[0].autoscaling.max_replicas", "equals replicas (2): there is nothing to scale"),
+    ("kv-aware-with-one-replica", chain(set_field("engines.0.replicas", 1), set_field("engines.0.routing", "kv-aware")),
+     "engines[0].routing", "the endpoint picker has no replica to choose between"),
     ("engine-without-traffic", chain(set_field("engines.0.replicas", 1), set_field("engines.2", _SPARE_ENGINE)),
      "engines[2]", "no tenant sends traffic here"),
     ("architecture-total-off", _CUSTOM_MODEL, "engines[0].architecture.total_parameters", "the shape implies about"),
