@@ -146,6 +146,19 @@ def test_each_fail_safe_breach_fails_the_redis_outage(plan, extra, says):
     assert not check.passed and says in check.detail, check
 
 
+def test_a_guaranteed_request_beyond_its_reservation_refused_while_redis_answers_is_reported_not_judged(plan):
+    """A clean clone of 4db776b failed on one: acme's request to micro 12 s after Redis was back, beyond
+    the one slot acme reserves there ("all 3 unreserved slots are busy"). While Redis is away it would be a breach."""
+    busy = "engine micro: all 3 unreserved slots are busy; guaranteed traffic waits"
+    after = sent(BACK_AT + 12, status=429, error=busy, shed="shared-slots")
+    check = check_redis_outage([*redis_outage_run(), after], plan, scenario("redis-outage", plan, short=True))
+    assert check.passed and "1 guaranteed request(s) beyond their tenant's reservation on an engine refused" in \
+        check.detail, check
+    during = sent(20, status=429, error=busy, shed="shared-slots")
+    check = check_redis_outage([*redis_outage_run(), during], plan, scenario("redis-outage", plan, short=True))
+    assert not check.passed and "1 guaranteed request(s) refused for capacity or unanswered" in check.detail
+
+
 def test_an_outage_nobody_was_refused_for_was_not_seen(plan):
     unseen = [r for r in redis_outage_run() if r.shed != "redis"]
     check = check_redis_outage(unseen, plan, scenario("redis-outage", plan, short=True))
