@@ -15,7 +15,7 @@ import yaml
 
 from tenantry.configs.vllm import PORT as ENGINE_PORT
 from tenantry.deploy.common import labels, pinned_image, pod_security, resources, restricted_container
-from tenantry.deploy.engine import LWS_WORKER_INDEX_LABEL, engine_selector
+from tenantry.deploy.engine import serving_selector
 from tenantry.pins import IMAGES
 from tenantry.plan.model import EnginePlan
 
@@ -60,15 +60,10 @@ def picker_selector(e: EnginePlan) -> dict[str, str]:
     return {PICKER_LABEL: picker_name(e)}
 
 
-def served_by(e: EnginePlan) -> dict[str, str]:
-    """The labels of the engine's pods that serve the API: every replica's pod, or a group's leader across nodes."""
-    return {**engine_selector(e.name), **({LWS_WORKER_INDEX_LABEL: "0"} if e.pipeline_parallel > 1 else {})}
-
-
 def pool_spec(e: EnginePlan) -> dict[str, Any]:
     """The engine's serving pods on vLLM's port, picked by its picker. FailOpen: should the picker not answer, the
     Gateway still sends the request to a replica of its choosing, rather than failing it."""
-    return {"selector": {"matchLabels": served_by(e)}, "targetPorts": [{"number": ENGINE_PORT}], "appProtocol": "http",
+    return {"selector": {"matchLabels": serving_selector(e)}, "targetPorts": [{"number": ENGINE_PORT}], "appProtocol": "http",
             "endpointPickerRef": {"name": picker_name(e), "port": {"number": PICKER_PORT}, "failureMode": "FailOpen"}}
 
 

@@ -78,6 +78,12 @@ def engine_selector(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "vllm", ENGINE_LABEL: name}
 
 
+def serving_selector(e: EnginePlan) -> dict[str, str]:
+    """The labels of the engine's pods that serve the API: every replica's pod, or a group's leader across nodes
+    (the workers run headless)."""
+    return {**engine_selector(e.name), **({LWS_WORKER_INDEX_LABEL: "0"} if e.pipeline_parallel > 1 else {})}
+
+
 def engine_node_selector(e: EnginePlan) -> dict[str, str]:
     """The pool's nodes; on a pool dedicated to the engine's tenant, the nodes labelled for it as well."""
     return {POOL_LABEL: e.pool, **({DEDICATED_LABEL: e.dedicated_to} if e.dedicated_nodes and e.dedicated_to else {})}
@@ -122,9 +128,8 @@ class Engine(pulumi.ComponentResource):
             spec={"maxUnavailable": 1, "selector": {"matchLabels": selector}},
             opts=child,
         )
-        # Across nodes only the leader serves the API (the workers run headless).
-        served_by = {**selector, LWS_WORKER_INDEX_LABEL: "0"} if e.pipeline_parallel > 1 else selector
-        self.service = cluster_service(f"{name}-service", e.name, ns, pod_labels, served_by, "http", PORT, child)
+        self.service = cluster_service(f"{name}-service", e.name, ns, pod_labels, serving_selector(e), "http", PORT,
+                                       child)
         service_monitor(f"{name}-monitor", e.name, ns, selector, port="http", path="/metrics", opts=child,
                         crd_release=args.monitoring_release, interval_seconds=args.scrape_interval_seconds)
         self.url = f"http://{e.name}.{ns}.svc:{PORT}/v1"

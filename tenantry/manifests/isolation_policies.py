@@ -30,7 +30,7 @@ def tenants_get_the_isolation_they_were_promised(resources: list[Resource], plan
         return [f"no ConfigMap {GATEWAY_CONFIGMAP} or {RECONCILER_CONFIGMAP}: the gateway's routes cannot be read"]
     gateway_config = yaml.safe_load(config_maps[GATEWAY_CONFIGMAP].props["data"]["config.yaml"])
     teams = json.loads(config_maps[RECONCILER_CONFIGMAP].props["data"]["teams.json"])
-    engine_of = {m["model_name"]: _engine_called(urlparse(m["litellm_params"]["api_base"]).hostname, resources)
+    engine_of = {m["model_name"]: _engine_called(urlparse(m["litellm_params"]["api_base"]).hostname, plan)
                  for m in gateway_config["model_list"]}
     reach = {team["team_alias"]: {engine_of[m] for m in team["models"] if m in engine_of} for team in teams}
     reached_by: dict[str, set[str]] = defaultdict(set)
@@ -59,17 +59,13 @@ def tenants_get_the_isolation_they_were_promised(resources: list[Resource], plan
     return violations
 
 
-def _engine_called(host: str | None, resources: list[Resource]) -> str:
+def _engine_called(host: str | None, plan: Plan) -> str:
     """The engine behind the host LiteLLM calls: its own Service (named after it) or, kv-aware, the Service Istio
-    makes for the engine's Gateway, which names its engine in a label."""
-    from tenantry.deploy.common import ENGINE_LABEL
-    from tenantry.deploy.kv_routing import GATEWAY_CLASS
+    makes for the engine's Gateway."""
+    from tenantry.deploy.kv_routing import gateway_service
 
     service = (host or "").split(".")[0]
-    for gateway in (r for r in resources if r.kind == "Gateway"):
-        if f"{gateway.metadata.get('name')}-{GATEWAY_CLASS}" == service:
-            return (gateway.metadata.get("labels") or {}).get(ENGINE_LABEL, service)
-    return service
+    return next((e.name for e in plan.engines if e.routing and gateway_service(e) == service), service)
 
 
 def _dedicated_engine(tenant: str, level: str, engine: str, reached_by: set[str],

@@ -64,12 +64,12 @@ def engines_reachable_only_from_gateway(resources: list[Resource], gateway_selec
                     and "Ingress" in ((p.props.get("spec") or {}).get("policyTypes") or [])]
         if not guarding:
             violations.append(f"engine {engine.label} has no NetworkPolicy guarding its ingress")
+        routed = _routed_peers(resources, engine.namespace, pod_labels)
         for policy in guarding:
             for rule in (policy.props.get("spec") or {}).get("ingress") or []:
                 peers = rule.get("from")
                 if not peers:
                     violations.append(f"engine {engine.label} is reachable from anywhere through {policy.label}")
-                routed = _routed_peers(resources, engine.namespace, pod_labels)
                 for peer in peers or []:
                     if not _allowed_engine_peer(peer, gateway_selector, monitoring_namespace) and peer not in routed \
                             and not (engine.kind == "LeaderWorkerSet" and _own_stage(peer, pod_labels)):

@@ -15,7 +15,7 @@ from tenantry.plan.model import EnginePlan, Plan
 
 
 def engines_are_routed_as_planned(resources: list[Resource], plan: Plan) -> list[str]:
-    from tenantry.deploy.endpoint_picker import served_by
+    from tenantry.deploy.engine import serving_selector
     from tenantry.deploy.gateway import NAME as GATEWAY_CONFIGMAP
     from tenantry.deploy.kv_routing import gateway_service
 
@@ -28,7 +28,7 @@ def engines_are_routed_as_planned(resources: list[Resource], plan: Plan) -> list
     violations = []
     for e in plan.engines:
         host = (called.get(e.name) or "").split(".")[0]
-        selecting = [p for p in pools if selects((p.props.get("spec") or {}).get("selector") or {}, served_by(e))]
+        selecting = [p for p in pools if selects((p.props.get("spec") or {}).get("selector") or {}, serving_selector(e))]
         if e.routing is None:
             if host != e.name:
                 violations.append(f"engine {e.name} routes through its Service, but LiteLLM calls {host!r}")
@@ -44,7 +44,7 @@ def engines_are_routed_as_planned(resources: list[Resource], plan: Plan) -> list
 
 def _pool_as_planned(e: EnginePlan, resources: list[Resource], selecting: list[Resource]) -> list[str]:
     from tenantry.configs.vllm import PORT
-    from tenantry.deploy.endpoint_picker import served_by
+    from tenantry.deploy.engine import serving_selector
 
     assert e.routing is not None
     pool = next((p for p in selecting if p.metadata.get("name") == e.routing.pool), None)
@@ -52,9 +52,9 @@ def _pool_as_planned(e: EnginePlan, resources: list[Resource], selecting: list[R
         return [f"engine {e.name} is kv-aware, but no InferencePool {e.routing.pool} selects its serving pods"]
     spec = pool.props.get("spec") or {}
     violations = []
-    if (spec.get("selector") or {}).get("matchLabels") != served_by(e):
+    if (spec.get("selector") or {}).get("matchLabels") != serving_selector(e):
         violations.append(f"InferencePool {e.routing.pool} selects {spec.get('selector')}, not exactly the serving "
-                          f"pods of {e.name} ({served_by(e)})")
+                          f"pods of {e.name} ({serving_selector(e)})")
     if [p.get("number") for p in spec.get("targetPorts") or []] != [PORT]:
         violations.append(f"InferencePool {e.routing.pool} targets ports {spec.get('targetPorts')}, not vLLM's {PORT}")
     violations += _picker_reads_the_pool(e, resources, spec.get("endpointPickerRef") or {})

@@ -30,7 +30,7 @@ def plan_engine(
     mig = gpu.mig_profile(engine.placement.mig_profile) if engine.placement.mig_profile else None
     placement: PlacementKind = "mig" if mig else ("cpu" if gpu.name == "CPU" else "gpus")
     max_context = engine_max_context(engine, arch)
-    _check_architecture(engine, arch, notes, unrouted=not routes and not is_fallback)
+    _warn_suspect_inputs(engine, arch, notes, unrouted=not routes and not is_fallback)
     stages = pipeline_stages(arch.layers, engine.placement.pipeline_parallel)
     budget = plan_gpu_budget(engine, arch, gpu, mig, stages, notes)
     guaranteed = frozenset(t.name for t in spec.tenants if t.tier == "guaranteed")
@@ -80,7 +80,7 @@ def plan_engine(
     )
 
 
-def _check_architecture(engine: EngineSpec, arch: Architecture, notes: EngineNotes, unrouted: bool) -> None:
+def _warn_suspect_inputs(engine: EngineSpec, arch: Architecture, notes: EngineNotes, unrouted: bool) -> None:
     """An engine nobody sends to is probably a mistake; so is an explicit architecture whose stated total is far
     from what its shape implies (a typo)."""
     if unrouted:
