@@ -20,6 +20,7 @@ import pytest
 
 from tenantry.local.health import LocalStackError
 from tenantry.local.layout import Layout
+from tenantry.local.models import job_for
 from tenantry.local.stack import UpResult
 from tenantry.local.supervisor import restart_engine_if_stopped, stop_engine
 from tests import live_stacks
@@ -149,6 +150,15 @@ def gateway_metric(stack: RunningStack, name: str, by: str = "", replica: int = 
             key = (re.search(rf'{by}="([^"]*)"', line) or [None, ""])[1] if by else ""
             totals[key] = totals.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
     return totals
+
+
+def longest_token(stack, engine: str) -> int:
+    """The engine's token with the longest text: biased towards, the engine says nothing else, EOS included."""
+    from tokenizers import Tokenizer
+
+    model_dir = Path(job_for(stack.up.plan.engine(engine), stack.layout.models)["model_dir"])
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    return max(tokenizer.get_vocab().values(), key=lambda i: len(tokenizer.decode([i])))
 
 
 def chat(client: httpx.Client, model: str, content: str = "hello", max_tokens: int = 8, **extra) -> httpx.Response:

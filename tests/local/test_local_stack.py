@@ -1,15 +1,12 @@
 """The local stack, for real: tenants' keys against real engines through the
 real gateway, with limits, budgets, fallbacks and metrics. The tests run in
-file order; the fallback test stops an engine and starts it again."""
+file order; engines failing are test_local_stack_engines.py's."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import stat
-import threading
 import time
 from pathlib import Path
 
@@ -19,12 +16,11 @@ import pytest
 from tenantry.catalog.models import catalog_model
 from tenantry.gateway.reconciler import GatewayRefused, LiteLLM, reconcile
 from tenantry.local import stack as local
-from tenantry.local.health import LocalStackError, process_alive
+from tenantry.local.health import process_alive
 from tenantry.local.models import job_for
-from tenantry.local.supervisor import program_pid, restart_engine_if_stopped, wait_for_engine
 from tenantry.configs.teams import desired_teams
 from tenantry.stacks import plan_stack
-from tests.local.conftest import SPEC, chat, stream_text
+from tests.local.conftest import SPEC, chat, longest_token, stream_text
 
 
 def test_a_key_calls_its_models_and_adapter_streamed_and_not(stack):
@@ -61,22 +57,13 @@ def test_every_token_the_local_models_can_generate_decodes_to_visible_text(stack
         assert invisible == [], f"engine {engine.name}: ids that decode to no visible text: {invisible[:20]}"
 
 
-def _longest_token(stack, engine: str) -> int:
-    """The engine's token with the longest text: biased towards, the engine says nothing else, EOS included."""
-    from tokenizers import Tokenizer
-
-    model_dir = Path(job_for(stack.up.plan.engine(engine), stack.layout.models)["model_dir"])
-    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    return max(tokenizer.get_vocab().values(), key=lambda i: len(tokenizer.decode([i])))
-
-
 def test_a_stream_repeating_one_chunk_is_never_cut_by_the_gateway(stack):
     """LiteLLM ends a stream with a 500 after 100 identical chunks in a row unless told otherwise; the Plan sets
     its limit beyond any stream (docs/decisions.md: The gateway does not cut a repeating stream). The engine is
     made to repeat its longest token with a logit bias, for more chunks than LiteLLM's default allows."""
     with stack.client("acme") as acme, acme.stream("POST", "/v1/chat/completions", json={
             "model": "tiny", "messages": [{"role": "user", "content": "repeat"}], "max_tokens": 150, "stream": True,
-            "logit_bias": {str(_longest_token(stack, "tiny")): 100}}) as response:
+            "logit_bias": {str(longest_token(stack, "tiny")): 100}}) as response:
         assert response.status_code == 200
         chunks = stream_text(response)
     assert not [c for c in chunks if "error" in c], [c for c in chunks if "error" in c]
@@ -293,116 +280,6 @@ def test_status_reports_every_process_healthy(stack):
     assert {r.name for r in rows} == {"gateway-0", "gateway-1", "postgres", "redis", "prometheus", "alertmanager",
                                       "alert-receiver", "engine-tiny", "engine-micro"}
     assert all(r.healthy and r.state == "RUNNING" and r.pid for r in rows), rows
-
-
-def test_an_engine_serves_a_one_token_prompt_as_its_very_first_request(stack):
-    # On CPUs with AMX, vLLM's CPU attention needs the AMX state granted first
-    # (tenantry/local/engine_site): a first prompt this short once killed the worker.
-    with stack.engine_stopped("micro"):
-        pass  # started again and healthy when the block ends; nothing has reached it since
-    answer = httpx.post(f"{stack.engine_url('micro')}/v1/completions",
-                        json={"model": "micro", "prompt": "hello", "max_tokens": 2}, timeout=60)
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["usage"]["prompt_tokens"] == 1
-    assert httpx.get(f"{stack.engine_url('micro')}/health", timeout=10).status_code == 200
-
-
-NO_HANG_SECONDS = 60
-"""The client's read timeout: a stream whose engine died that sent nothing for this long hangs."""
-
-
-FROZEN_AFTER_TOKENS = 5
-"""The engine is frozen once it reports this many tokens of the stream generated: far from its max_tokens."""
-
-
-def _freeze_then_kill(stack, engine: str, group: int, baseline: float, client_has_content: threading.Event,
-                      abandon: threading.Event, done: dict) -> None:
-    """SIGSTOP the engine's process group once it has generated a few of the stream's tokens, then SIGKILL it
-    once the client holds a chunk. Frozen, the engine cannot finish the stream however far LiteLLM lags
-    behind it (CI on b2ef3ee: the 1,000 tokens were done before the client saw 5 chunks); the freeze waits
-    on the engine's own counter, not on the client."""
-    deadline = time.monotonic() + NO_HANG_SECONDS
-    try:
-        while time.monotonic() < deadline and not abandon.is_set():
-            generated = stack.engine_metric(engine, "vllm:generation_tokens_total") - baseline
-            if generated >= FROZEN_AFTER_TOKENS:
-                os.killpg(group, signal.SIGSTOP)
-                done["frozen_after_tokens"] = generated
-                break
-            time.sleep(0.01)  # a few tokens at most between two looks
-        client_has_content.wait(timeout=max(0.0, deadline - time.monotonic()))
-    finally:
-        os.killpg(group, signal.SIGKILL)  # never left frozen, whatever happened above
-        done["killed"] = True
-
-
-def test_an_engine_killed_mid_stream_ends_its_stream_with_an_error_event_and_new_requests_fall_back(stack):
-    # SIGKILL to the engine's whole process group, as the kill-engine fault does, but at once and while the
-    # engine is frozen mid-stream (_freeze_then_kill).
-    group = program_pid(stack.layout, "engine-tiny")
-    assert group, "engine tiny is not running"
-    max_tokens = 1000
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "write a long story"}],
-            "max_tokens": max_tokens, "stream": True,
-            "logit_bias": {str(_longest_token(stack, "tiny")): 100}}  # no early end of sequence
-    lines, done, client_has_content, abandon = [], {}, threading.Event(), threading.Event()
-    killer = threading.Thread(target=_freeze_then_kill, args=(
-        stack, "tiny", group, stack.engine_metric("tiny", "vllm:generation_tokens_total"), client_has_content,
-        abandon, done))
-    try:
-        killer.start()
-        with stack.client("acme", timeout=NO_HANG_SECONDS) as client, client.stream("POST", "/v1/chat/completions",
-                                                                        json=body) as streamed:
-            assert streamed.status_code == 200
-            for line in streamed.iter_lines():
-                lines.append(line)
-                if line.startswith("data: {") and re.search(r'"content": ?"[^"]', line):
-                    client_has_content.set()
-        killer.join()
-        chunks = [json.loads(x[6:]) for x in lines if x.startswith("data: {")]
-        content = [c for c in chunks if c.get("choices")]
-        told = (f"{len(content)} content chunks, models {sorted({c.get('model') for c in chunks if c.get('model')})}, "
-                f"frozen after {done.get('frozen_after_tokens')} tokens generated")
-        print(told, *lines[-3:], sep="\n")
-        assert "frozen_after_tokens" in done, f"the engine never reported the stream's tokens: {told}"
-        assert content and len(content) < max_tokens, f"the stream was not cut mid-way: {told}"
-        assert "data: [DONE]" not in lines, f"a stream cut by its engine's death ended as a success: {told}"
-        errors = [json.loads(x[6:])["error"] for x in lines if x.startswith("data: {") and '"error"' in x]
-        assert errors and errors[-1].get("message"), lines[-3:]
-        with stack.client("acme") as client:  # the fallback serves the dead engine's requests, streamed and not
-            answer = chat(client, "tiny")
-            assert answer.status_code == 200 and answer.json()["model"] in ("micro", "hosted_vllm/micro"), answer.text
-            with client.stream("POST", "/v1/chat/completions",
-                               json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
-                                     "max_tokens": 8, "stream": True}) as streamed:
-                assert streamed.status_code == 200
-                chunks = stream_text(streamed)
-            assert chunks and not [c for c in chunks if "error" in c], chunks[:2]
-    finally:
-        abandon.set()
-        client_has_content.set()
-        killer.join()
-        restart_engine_if_stopped(stack.layout, stack.up.plan, "tiny")  # supervisord starts it again; wait for it
-
-
-def test_an_engine_that_does_not_serve_in_time_has_its_stacks_logged_and_is_restarted_once(stack):
-    """No time at all to start: both waits "fail", so the error carries both records."""
-    log = stack.layout.logs / "engine-micro.log"
-    pid, logged = program_pid(stack.layout, "engine-micro"), log.stat().st_size
-    steps: list[str] = []
-    try:
-        with pytest.raises(LocalStackError) as refused:
-            wait_for_engine(stack.layout, "micro", stack.up.ports.engines["micro"], steps.append, seconds=0)
-    finally:
-        restart_engine_if_stopped(stack.layout, stack.up.plan, "micro")
-    print(refused.value)
-    assert len(steps) == 1 and "restarting it once" in steps[0] and f"{pid} vllm" in steps[0], steps
-    assert "VLLM::Worker" in steps[0] and "GiB available" in steps[0], steps
-    assert "twice (restarted once)" in str(refused.value) and "last lines of" in str(refused.value)
-    assert program_pid(stack.layout, "engine-micro") not in (None, pid), "the engine was not restarted"
-    with log.open(errors="replace") as text:
-        text.seek(logged)
-        assert "most recent call first" in text.read(), "the engine's processes did not log their stacks"
 
 
 @pytest.mark.slow
