@@ -18,7 +18,7 @@ from tenantry.manifests import bucket_policies, cluster_policies, crd_policies, 
 from tenantry.manifests import policies as rules
 from tenantry.manifests import routing_policies
 from tenantry.manifests.resources import Resource, from_policy_props
-from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
+from tenantry.deploy.gateway import PORT as GATEWAY_PORT, SELECTOR as GATEWAY_SELECTOR
 from tenantry.pins import chart
 from tenantry.stacks import plan_stack
 
@@ -54,7 +54,8 @@ PolicyPack(
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=[
         _stack_rule("tenant-namespaces-isolated", "Every tenant namespace has a quota, a limit range and a "
-                    "default-deny network policy.", rules.tenant_namespaces_are_isolated),
+                    "default-deny network policy; its pods are reached by nothing and reach only DNS and the gateway.",
+                    lambda rs: rules.tenant_namespaces_are_isolated(rs, GATEWAY_SELECTOR, GATEWAY_PORT)),
         _stack_rule("engines-only-from-gateway", "No engine is reachable except from the gateway and Prometheus (and, "
                     "kv-aware, its own Gateway's and endpoint picker's pods).",
                     lambda rs: rules.engines_reachable_only_from_gateway(

@@ -26,6 +26,13 @@ DNS_EGRESS = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metad
 """The egress rule to the cluster's DNS, which every egress policy of tenantry keeps open."""
 
 
+def gateway_egress(namespace: str, selector: dict[str, str], port: int) -> dict:
+    """The egress rule to the gateway's pods on its port: the one way out of a tenant namespace besides DNS."""
+    return {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                    "podSelector": {"matchLabels": selector}}],
+            "ports": [{"protocol": "TCP", "port": port}]}
+
+
 def labels(component: str, **extra: str) -> dict[str, str]:
     return {"app.kubernetes.io/part-of": PART_OF, COMPONENT_LABEL: component, **extra}
 

@@ -26,7 +26,7 @@ from tenantry.deploy.model_cache import egress_policies, fetches_from_hub, hub_t
 from tenantry.deploy.observability import Observability, ObservabilityArgs, configured_webhooks
 from tenantry.deploy.postgres import CLUSTER_NAME, DATA_PRIORITY_CLASS, Postgres, PostgresArgs
 from tenantry.deploy.redis import Redis, RedisArgs
-from tenantry.deploy.tenant import Tenant, TenantArgs
+from tenantry.deploy.tenant import Tenant, TenantArgs, key_reader_role
 from tenantry.monitoring.alertmanager import alertmanager_config
 from tenantry.monitoring.dashboards import dashboards
 from tenantry.monitoring.rules import rule_groups
@@ -106,10 +106,11 @@ class Platform(pulumi.ComponentResource):
             ),
             in_namespace,
         )
+        key_reader = key_reader_role(f"{name}-tenant", child)
         self.tenant_namespaces = [
             Tenant(
                 f"{name}-tenant-{t.name}",
-                TenantArgs(t, keys[t.name], gateway.url, ns, gateway_mod.SELECTOR, gateway_mod.PORT),
+                TenantArgs(t, keys[t.name], gateway.url, ns, gateway_mod.SELECTOR, gateway_mod.PORT, key_reader),
                 child,
             ).namespace
             for t in plan.tenants

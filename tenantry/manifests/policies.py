@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenantry.deploy.common import DNS_EGRESS, gateway_egress
 from tenantry.manifests.resources import (
     ENGINE_SELECTOR_KEY,
     ENGINE_WORKLOAD_KINDS,
     TENANT_LABEL,
+    WORKLOAD_KINDS,
     Resource,
     containers,
     contains_secret,
@@ -26,25 +28,39 @@ from tenantry.manifests.resources import (
 from tenantry.pins import IMAGES, image_pin_problem, pinned_chart_of
 
 
-def tenant_namespaces_are_isolated(resources: list[Resource]) -> list[str]:
-    """Every tenant namespace has a ResourceQuota, a LimitRange and a default-deny NetworkPolicy."""
+def tenant_namespaces_are_isolated(resources: list[Resource], gateway_selector: dict[str, str],
+                                   gateway_port: int) -> list[str]:
+    """Every tenant namespace has a ResourceQuota, a LimitRange and a NetworkPolicy over all its pods in both
+    directions, and its policies together let nothing in and only DNS and the gateway's pods (on the gateway's
+    port, in the gateway's namespace) out."""
     violations = []
+    gateway_namespaces = {r.namespace for r in resources if r.kind in WORKLOAD_KINDS
+                          and gateway_selector.items() <= template_labels(r).items()}
+    allowed = [DNS_EGRESS, *(gateway_egress(ns, gateway_selector, gateway_port) for ns in sorted(gateway_namespaces))]
+    inside: dict[str | None, list[Resource]] = {}
+    for r in resources:
+        inside.setdefault(r.namespace, []).append(r)
     tenants = [r for r in resources if r.kind == "Namespace" and TENANT_LABEL in (r.metadata.get("labels") or {})]
     for namespace in tenants:
         ns = namespace.metadata["name"]
-        inside = [r for r in resources if r.namespace == ns]
-        if not any(r.kind == "ResourceQuota" for r in inside):
+        kinds = {r.kind for r in inside.get(ns, [])}
+        if "ResourceQuota" not in kinds:
             violations.append(f"tenant namespace {ns} has no ResourceQuota")
-        if not any(r.kind == "LimitRange" for r in inside):
+        if "LimitRange" not in kinds:
             violations.append(f"tenant namespace {ns} has no LimitRange")
-        deny = [
-            r for r in inside if r.kind == "NetworkPolicy"
-            and (r.props.get("spec") or {}).get("podSelector") in ({}, None)
-            and set((r.props.get("spec") or {}).get("policyTypes") or []) == {"Ingress", "Egress"}
-            and not (r.props.get("spec") or {}).get("ingress") and not (r.props.get("spec") or {}).get("egress")
-        ]
-        if not deny:
-            violations.append(f"tenant namespace {ns} has no default-deny NetworkPolicy (ingress and egress)")
+        policies = [r for r in inside.get(ns, []) if r.kind == "NetworkPolicy"]
+        if not any((p.props.get("spec") or {}).get("podSelector") in ({}, None)
+                   and {"Ingress", "Egress"} <= set((p.props.get("spec") or {}).get("policyTypes") or [])
+                   for p in policies):
+            violations.append(f"tenant namespace {ns} has no default-deny NetworkPolicy (ingress and egress) "
+                              "over all its pods")
+        for policy in policies:
+            spec = policy.props.get("spec") or {}
+            if spec.get("ingress"):
+                violations.append(f"NetworkPolicy {ns}/{policy.metadata.get('name')} lets traffic into a tenant "
+                                  "namespace")
+            violations += [f"NetworkPolicy {ns}/{policy.metadata.get('name')} lets a tenant out to {rule}, not only "
+                           "to DNS and the gateway" for rule in spec.get("egress") or [] if rule not in allowed]
     return violations
 
 

@@ -14,7 +14,7 @@ from tenantry.manifests import cluster_policies, crd_policies, engine_policies
 from tenantry.manifests import policies as rules
 from tenantry.manifests.resources import Resource, containers, from_policy_props, pod_spec
 from tenantry.manifests.checks import policy_resources
-from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
+from tenantry.deploy.gateway import PORT as GATEWAY_PORT, SELECTOR as GATEWAY_SELECTOR
 from tenantry.manifests.offline import Secret, render
 from tenantry.pins import chart
 from tenantry.stacks import plan_stack, stack_path
@@ -46,7 +46,20 @@ def drop_limit_range(rs):
 
 
 def weaken_default_deny(rs):
-    _find(rs, "NetworkPolicy", "tenantry-default-deny", "tenant-assistant").props["spec"]["policyTypes"] = ["Ingress"]
+    _find(rs, "NetworkPolicy", "tenantry-isolation", "tenant-assistant").props["spec"]["policyTypes"] = ["Ingress"]
+
+
+def let_a_tenant_in(rs):
+    _find(rs, "NetworkPolicy", "tenantry-isolation", "tenant-assistant").props["spec"]["ingress"] = [{}]
+
+
+def let_a_tenant_reach_an_engine(rs):
+    # the gateway's rule, aimed at the engines' pods: same namespace and port shape, another peer
+    rule = copy.deepcopy(_find(rs, "NetworkPolicy", "tenantry-isolation", "tenant-assistant").props["spec"]["egress"][1])
+    rule["to"][0]["podSelector"] = {"matchLabels": {"tenantry.io/engine": "qwen-7b"}}
+    rs.append(dataclasses.replace(_find(rs, "NetworkPolicy", "tenantry-isolation", "tenant-assistant"), props={
+        "metadata": {"name": "extra", "namespace": "tenant-assistant"},
+        "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [rule]}}))
 
 
 def open_engine_to_a_tenant(rs):
@@ -174,6 +187,10 @@ FAULTS: list[tuple[Callable, str, str]] = [
     (drop_quota, "tenant_namespaces_are_isolated", "tenant-partner-api has no ResourceQuota"),
     (drop_limit_range, "tenant_namespaces_are_isolated", "tenant-assistant has no LimitRange"),
     (weaken_default_deny, "tenant_namespaces_are_isolated", "tenant-assistant has no default-deny"),
+    (let_a_tenant_in, "tenant_namespaces_are_isolated",
+     "NetworkPolicy tenant-assistant/tenantry-isolation lets traffic into a tenant namespace"),
+    (let_a_tenant_reach_an_engine, "tenant_namespaces_are_isolated",
+     "NetworkPolicy tenant-assistant/extra lets a tenant out to"),
     (open_engine_to_a_tenant, "engines_reachable_only_from_gateway", "reachable from"),
     (open_engine_to_everyone, "engines_reachable_only_from_gateway", "reachable from anywhere"),
     (expose_engine, "engines_reachable_only_from_gateway", "exposed outside the cluster"),
@@ -209,6 +226,8 @@ def _run(rule: str, resources: list[Resource], plan) -> list[str]:
                  if hasattr(m, rule))
     if rule == "engines_reachable_only_from_gateway":
         return check(resources, GATEWAY_SELECTOR, MONITORING)
+    if rule == "tenant_namespaces_are_isolated":
+        return check(resources, GATEWAY_SELECTOR, GATEWAY_PORT)
     if "plan" in inspect.signature(check).parameters:
         return check(resources, plan)
     return check(resources)

@@ -163,7 +163,12 @@ def test_tenant_namespaces(rendered):
         assert ports == [53, 53, 4000]
         key = next(m for m in by_kind(rendering, "Secret") if m["metadata"]["namespace"] == tenant.namespace)
         assert key["metadata"]["name"] == "tenantry-gateway-key" and isinstance(key["stringData"], Secret)
-        role = next(m for m in by_kind(rendering, "Role") if m["metadata"]["namespace"] == tenant.namespace)
+        binding = next(m for m in by_kind(rendering, "RoleBinding") if m["metadata"]["namespace"] == tenant.namespace)
+        assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                        "name": f"system:serviceaccounts:{tenant.namespace}"}]
+        # a ClusterRole, granted by the RoleBinding in the tenant's namespace only
+        role = named(rendering, "ClusterRole", binding["roleRef"]["name"])
+        assert binding["roleRef"]["kind"] == "ClusterRole"
         assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["tenantry-gateway-key"],
                                   "verbs": ["get"]}]
 
