@@ -7,7 +7,8 @@ from __future__ import annotations
 from tenantry.manifests import bucket_policies, cluster_policies, crd_policies, engine_policies, isolation_policies
 from tenantry.manifests import routing_policies
 from tenantry.manifests import policies as rules
-from tenantry.deploy.gateway import SELECTOR as GATEWAY_SELECTOR
+from tenantry.deploy.gateway import PORT as GATEWAY_PORT, SELECTOR as GATEWAY_SELECTOR
+from tenantry.manifests.chart_values import chart_values_problems
 from tenantry.manifests.offline import Rendering
 from tenantry.manifests.resources import Resource
 from tenantry.manifests.validate import validate_manifests
@@ -22,7 +23,7 @@ def policy_resources(rendering: Rendering) -> list[Resource]:
 def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
     resources = policy_resources(rendering)
     return [
-        *rules.tenant_namespaces_are_isolated(resources),
+        *rules.tenant_namespaces_are_isolated(resources, GATEWAY_SELECTOR, GATEWAY_PORT),
         *rules.engines_reachable_only_from_gateway(resources, GATEWAY_SELECTOR, chart("kube-prometheus-stack").namespace),
         *rules.containers_have_requests_and_limits(resources),
         *rules.versions_are_pinned(resources),
@@ -42,4 +43,5 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
 
 
 def check_rendering(rendering: Rendering, plan: Plan) -> list[str]:
-    return validate_manifests(rendering.manifests(), plan.kubernetes_version) + policy_violations(rendering, plan)
+    return (validate_manifests(rendering.manifests(), plan.kubernetes_version)
+            + chart_values_problems(rendering.releases()) + policy_violations(rendering, plan))
