@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tenantry.findings import Finding
+from tenantry.monitoring.signals import engine_signals
 from tenantry.plan import Plan
 from tenantry.plan.model import EnginePlan, TenantPlan
 from tenantry.plan.tokens import OVERCOMMIT_WARNING
@@ -73,6 +74,8 @@ def print_plan(plan: Plan, console: Console, all_tenants: bool = False) -> None:
         engines = _table(title, "", *(e.name for e in group), right=tuple(e.name for e in group))
         for label, show in _ENGINE_ROWS:
             engines.add_row(label, *(show(e) for e in group))
+            if label == SCALING_ROW:
+                engines.add_row("scales up on", *(_scales_up_on(plan, e) for e in group))
         console.print(engines)
     listed = plan.tenants if all_tenants else plan.tenants[:TENANT_ROWS]
     if len(listed) < len(plan.tenants):
@@ -115,11 +118,23 @@ def _routing(e: EnginePlan) -> str:
     return f"kv-aware (picker priority {tiers})"
 
 
+def _scales_up_on(plan: Plan, e: EnginePlan) -> str:
+    """What KEDA adds a replica on: each signal above the threshold its alert fires at (monitoring/signals.py)."""
+    if not e.autoscaling:
+        return "—"
+    shown = {"waiting": lambda t: f"waiting > {t:g}", "kv-cache": lambda t: f"KV use > {t:.0%}",
+             "ttft": lambda t: f"TTFT p95 > {t:g} s"}
+    return ", ".join(shown[s.name](s.threshold) for s in engine_signals(plan, e))
+
+
+SCALING_ROW = "scale down after / poll"
+"""The engines table's row after which `scales up on` is shown (it needs the whole Plan)."""
+
 _ENGINE_ROWS: tuple[tuple[str, Callable[[EnginePlan], str | Text]], ...] = (
     ("model", lambda e: f"{e.model} {e.weights}"),
     ("placement × replicas", lambda e: f"{_placement(e)} × {e.replicas}"
      + (f" to {e.autoscaling.max_replicas}" if e.autoscaling else "")),
-    ("scale down after / poll", lambda e: (f"{e.autoscaling.scale_down_after_seconds} s / "
+    (SCALING_ROW, lambda e: (f"{e.autoscaling.scale_down_after_seconds} s / "
                                            f"{e.autoscaling.polling_seconds} s" if e.autoscaling else "—")),
     ("routing", _routing),
     ("device memory", lambda e: human_bytes(e.memory.device_bytes)),

@@ -49,6 +49,18 @@ def test_tables_show_every_engine_tenant_and_the_verdict(stack, capsys):
     assert "FITS" in out and "max_num_seqs" in out and "KV tokens per replica" in out
 
 
+def test_an_autoscaled_engine_shows_what_it_scales_up_on(capsys):
+    """The thresholds its ScaledObject and alerts share: admission's best-effort shedding points (the Plan's
+    gateway) and the tightest TTFT p95 of its tenants (600 ms, acme's and five others' in the stack)."""
+    plan = plan_stack("h200-many-adapters")
+    assert (plan.gateway.shed_best_effort_at_waiting, plan.gateway.shed_best_effort_at_kv_usage) == (4, 0.92)
+    assert main(["plan", "h200-many-adapters"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "scales up on" in line)
+    assert "waiting > 4, KV use > 92%, TTFT p95 > 0.6 s" in row, row
+    assert main(["plan", "h100x8-shared-70b"]) == 0  # no engine autoscales there
+    assert re.search(r"scales up on\s+│\s+—", capsys.readouterr().out)
+
+
 def test_a_stack_of_many_tenants_lists_the_first_hundred_sums_the_tiers_and_splits_the_engines(tmp_path, capsys):
     """benchmarks/plan_scale.py's synthetic stack, which must also keep fitting (a refused plan stops early
     and would flatter the benchmark): 150 tenants on two engines."""
