@@ -31,6 +31,14 @@ GATEWAY_ENVIRONMENT = {
     "DISABLE_ADMIN_UI": "True",
     # A crash in native code leaves every thread's Python stack in the log.
     "PYTHONFAULTHANDLER": "1",
+    # How long LiteLLM keeps an idle connection to an engine (its default, pinned): shorter than the
+    # engines keep one open (configs/vllm.py: IDLE_CONNECTION_SECONDS), so the client always closes first.
+    "AIOHTTP_KEEPALIVE_TIMEOUT": "15",
+    # How long the gateway's own server keeps a client's idle connection (uvicorn's default is 5 s): longer
+    # than the 60 s idle timeout of the usual L7 load balancers and of clients' pools, so that the client
+    # side closes first. A server closing as a client reuses the connection fails that request with
+    # "Remote end closed connection without response" (the gate's overload scenario, 2026-12-04).
+    "KEEPALIVE_TIMEOUT": "75",
 }
 """What every gateway process runs with, on Kubernetes and on the local stack, besides its secrets."""
 

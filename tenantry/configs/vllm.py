@@ -6,6 +6,21 @@ from tenantry.plan.model import EnginePlan
 
 PORT = 8000
 VLLM_SERVE = ["vllm", "serve"]
+
+IDLE_CONNECTION_SECONDS = 3605
+"""How long an engine's HTTP server keeps an idle keep-alive connection open. Longer than any client of it keeps
+one in its pool: LiteLLM 15 s (GATEWAY_ENVIRONMENT), Envoy's upstream default of an hour for kv-aware engines.
+A server that closes first (vLLM's default is 5 s) races a client reusing the connection at that moment, and the
+request fails with "Connection reset by peer" (the local stack's gateway-killed scenario, 2026-12-04, 49 s after
+the fault it was judging)."""
+
+ENGINE_ENVIRONMENT = {
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(IDLE_CONNECTION_SECONDS),
+    "VLLM_NO_USAGE_STATS": "1",
+    # Adapters are the ones the spec lists, validated at plan time; none may be loaded at run time.
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "false",
+}
+"""What every engine runs with, on Kubernetes and on the local stack, besides what each place adds."""
 """The engine's command; vllm_args() are its arguments (docs/decisions.md: Engines run vllm serve)."""
 
 

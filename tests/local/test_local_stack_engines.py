@@ -4,12 +4,14 @@ modules of tests/local/)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
 import signal
 import threading
 import time
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -127,3 +129,24 @@ def test_an_engine_that_does_not_serve_in_time_has_its_stacks_logged_and_is_rest
     with log.open(errors="replace") as text:
         text.seek(logged)
         assert "most recent call first" in text.read(), "the engine's processes did not log their stacks"
+
+
+def test_an_engine_keeps_an_idle_connection_open_past_vllms_default(stack):
+    """The engines run with VLLM_HTTP_TIMEOUT_KEEP_ALIVE from configs/vllm.py, so that LiteLLM, whose pool keeps
+    an idle connection 15 s, always closes first. vLLM's default closes an idle connection after 5 s: then the
+    second request on the same socket would be reset or find it closed."""
+    url = urlsplit(stack.engine_url("micro"))
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    try:
+        connection.request("GET", "/health")
+        first = connection.getresponse()
+        first.read()
+        socket_used = connection.sock
+        assert first.status == 200 and not first.will_close, first.headers
+        time.sleep(6)  # idle beyond vLLM's default keep-alive of 5 s
+        connection.request("GET", "/health")
+        again = connection.getresponse()
+        again.read()
+        assert again.status == 200 and connection.sock is socket_used, "the engine closed an idle connection"
+    finally:
+        connection.close()

@@ -156,3 +156,17 @@ def test_reconciler_blocks_keys_of_removed_tenants_but_not_foreign_teams():
 def test_reconciler_needs_every_key():
     with pytest.raises(ValueError, match="no key for tenant a"):
         plan_actions(DESIRED, [], {}, {})
+
+
+def test_engines_keep_an_idle_connection_longer_than_any_client_of_theirs():
+    """The client must close an idle keep-alive connection first: a server closing it as the client reuses it
+    fails that request with "Connection reset by peer". LiteLLM's pool keeps one 15 s; Envoy (kv-aware engines)
+    an hour by default; vLLM's own server would close at 5 s."""
+    from tenantry.configs.litellm import GATEWAY_ENVIRONMENT
+    from tenantry.configs.vllm import ENGINE_ENVIRONMENT
+
+    engine_keeps = int(ENGINE_ENVIRONMENT["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"])
+    assert int(GATEWAY_ENVIRONMENT["AIOHTTP_KEEPALIVE_TIMEOUT"]) == 15 < engine_keeps
+    assert engine_keeps > 3600  # Envoy's upstream idle timeout, unless a DestinationRule sets one
+    # The gateway's own server, for its clients: beyond the usual load balancers' 60 s idle timeout.
+    assert int(GATEWAY_ENVIRONMENT["KEEPALIVE_TIMEOUT"]) > 60
