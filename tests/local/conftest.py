@@ -7,6 +7,7 @@ stopped at the end by the same `down` users run."""
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -150,6 +152,29 @@ def gateway_metric(stack: RunningStack, name: str, by: str = "", replica: int = 
             key = (re.search(rf'{by}="([^"]*)"', line) or [None, ""])[1] if by else ""
             totals[key] = totals.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
     return totals
+
+
+def answers_again_after_idle(base_url: str, path: str, idle_seconds: float) -> bool:
+    """Whether a server answers a second request on the same keep-alive connection after it sat idle for
+    `idle_seconds`: False when the server closed it meanwhile (the request then finds it closed or reset)."""
+    url = urlsplit(base_url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    try:
+        connection.request("GET", path)
+        first = connection.getresponse()
+        first.read()
+        socket_used = connection.sock
+        assert first.status == 200 and not first.will_close, first.headers
+        time.sleep(idle_seconds)
+        try:
+            connection.request("GET", path)
+            again = connection.getresponse()
+            again.read()
+        except (http.client.RemoteDisconnected, ConnectionError):
+            return False
+        return again.status == 200 and connection.sock is socket_used
+    finally:
+        connection.close()
 
 
 def longest_token(stack, engine: str) -> int:

@@ -4,13 +4,11 @@ file order; engines failing are test_local_stack_engines.py's."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import stat
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -22,7 +20,7 @@ from tenantry.local.health import process_alive
 from tenantry.local.models import job_for
 from tenantry.configs.teams import desired_teams
 from tenantry.stacks import plan_stack
-from tests.local.conftest import SPEC, chat, longest_token, stream_text
+from tests.local.conftest import SPEC, answers_again_after_idle, chat, longest_token, stream_text
 
 
 def test_a_key_calls_its_models_and_adapter_streamed_and_not(stack):
@@ -257,21 +255,9 @@ def test_the_gateway_keeps_an_idle_connection_open_past_uvicorns_default(stack):
     """LiteLLM runs with KEEPALIVE_TIMEOUT from configs/litellm.py (75 s), so a client's pool closes an idle
     connection before the gateway does. Uvicorn's default closes it after 5 s: a request reusing it then fails
     with "Remote end closed connection without response"."""
-    url = urlsplit(stack.up.gateway_urls[0])
-    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
-    try:
-        connection.request("GET", "/health/liveliness")
-        first = connection.getresponse()
-        first.read()
-        socket_used = connection.sock
-        assert first.status == 200 and not first.will_close, first.headers
-        time.sleep(6)  # idle beyond uvicorn's default keep-alive of 5 s
-        connection.request("GET", "/health/liveliness")
-        again = connection.getresponse()
-        again.read()
-        assert again.status == 200 and connection.sock is socket_used, "the gateway closed an idle connection"
-    finally:
-        connection.close()
+    # idle beyond uvicorn's default keep-alive of 5 s
+    assert answers_again_after_idle(stack.up.gateway_urls[0], "/health/liveliness", 6), \
+        "the gateway closed an idle connection"
 
 
 def test_keys_file_is_private(stack):

@@ -4,21 +4,19 @@ modules of tests/local/)."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
 import signal
 import threading
 import time
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from tenantry.local.health import LocalStackError
 from tenantry.local.supervisor import program_pid, restart_engine_if_stopped, wait_for_engine
-from tests.local.conftest import chat, longest_token, stream_text
+from tests.local.conftest import answers_again_after_idle, chat, longest_token, stream_text
 
 
 def test_an_engine_serves_a_one_token_prompt_as_its_very_first_request(stack):
@@ -135,18 +133,5 @@ def test_an_engine_keeps_an_idle_connection_open_past_vllms_default(stack):
     """The engines run with VLLM_HTTP_TIMEOUT_KEEP_ALIVE from configs/vllm.py, so that LiteLLM, whose pool keeps
     an idle connection 15 s, always closes first. vLLM's default closes an idle connection after 5 s: then the
     second request on the same socket would be reset or find it closed."""
-    url = urlsplit(stack.engine_url("micro"))
-    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
-    try:
-        connection.request("GET", "/health")
-        first = connection.getresponse()
-        first.read()
-        socket_used = connection.sock
-        assert first.status == 200 and not first.will_close, first.headers
-        time.sleep(6)  # idle beyond vLLM's default keep-alive of 5 s
-        connection.request("GET", "/health")
-        again = connection.getresponse()
-        again.read()
-        assert again.status == 200 and connection.sock is socket_used, "the engine closed an idle connection"
-    finally:
-        connection.close()
+    # idle beyond vLLM's default keep-alive of 5 s
+    assert answers_again_after_idle(stack.engine_url("micro"), "/health", 6), "the engine closed an idle connection"
