@@ -6,6 +6,7 @@ from tenantry.plan.model import EnginePlan
 
 PORT = 8000
 VLLM_SERVE = ["vllm", "serve"]
+"""The engine's command; vllm_args() are its arguments (docs/decisions.md: Engines run vllm serve)."""
 
 IDLE_CONNECTION_SECONDS = 3605
 """How long an engine's HTTP server keeps an idle keep-alive connection open. Longer than any client of it keeps
@@ -21,7 +22,6 @@ ENGINE_ENVIRONMENT = {
     "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "false",
 }
 """What every engine runs with, on Kubernetes and on the local stack, besides what each place adds."""
-"""The engine's command; vllm_args() are its arguments (docs/decisions.md: Engines run vllm serve)."""
 
 
 def vllm_args(

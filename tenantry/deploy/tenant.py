@@ -1,6 +1,7 @@
 """One tenant's namespace: quotas (no GPUs: models are reached through the
 gateway only), default limits, a network policy that lets nothing in and
-only DNS and the gateway out, and the tenant's gateway key with a Role to read it."""
+only DNS and the gateway out, and the tenant's gateway key, which the tenant's workloads read through a
+RoleBinding to one ClusterRole shared by all tenants."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tenantry.deploy.common import DNS_EGRESS, TENANT_LABEL, gateway_egress, TIER_LABEL, cores, labels, mebibytes
+from tenantry.deploy.common import DNS_EGRESS, TENANT_LABEL, TIER_LABEL, cores, gateway_egress, labels, mebibytes
 from tenantry.plan.model import TenantPlan
 
 KEY_SECRET = "tenantry-gateway-key"
