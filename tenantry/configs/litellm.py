@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tenantry.configs.teams import SPEND_VIEW_ROUTES, TENANT_ROUTES
+from tenantry.configs.teams import (CHAT_ROUTES, COMPLETION_ROUTES, MODEL_LIST_ROUTES, SPEND_VIEW_ROUTES,
+                                    tenant_models)
 from tenantry.plan.model import EnginePlan, Plan
 
 POLICY_CALLBACK = "tenant_policy.proxy_handler_instance"
@@ -13,8 +14,11 @@ POLICY_CALLBACK = "tenant_policy.proxy_handler_instance"
 PLUGIN_FILES = (
     "tenant_policy.py",
     "tenant_policy_settings.py",
+    "tenant_policy_contract.py",
     "tenant_policy_engine_metrics.py",
     "tenant_policy_front_door.py",
+    "tenant_policy_request.py",
+    "tenant_policy_errors.py",
     "tenant_policy_ledger.py",
     "tenant_policy_decision.py",
     "tenant_policy_outcomes.py",
@@ -84,6 +88,9 @@ def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[st
             # the guaranteed tiers' TTFT SLOs; replicas behind an engine's Service and
             # readiness probes cover restarts (docs/decisions.md: No retries before the fallback).
             "num_retries": 0,
+            # No failure takes a model out of service for every tenant, whoever caused it
+            # (docs/decisions.md: No cooldowns).
+            "disable_cooldowns": True,
             "redis_host": "os.environ/REDIS_HOST",
             "redis_port": "os.environ/REDIS_PORT",
             "redis_password": "os.environ/REDIS_PASSWORD",
@@ -125,6 +132,7 @@ def tenant_policy_settings(
         "tenants": {
             t.name: {
                 "tier": t.tier,
+                "models": tenant_models(t),
                 "priority": t.priority,
                 "cache_salt": t.cache_salt,
                 "max_concurrency": t.max_concurrency,
@@ -159,9 +167,12 @@ def tenant_policy_settings(
             "spot_pause_after_others_seconds": plan.gateway.spot_pause_after_others_seconds,
         },
         "front_door": {
-            "tenant_routes": list(TENANT_ROUTES),
+            "chat_routes": list(CHAT_ROUTES),
+            "completion_routes": list(COMPLETION_ROUTES),
+            "model_list_routes": list(MODEL_LIST_ROUTES),
             "open_routes": list(OPEN_ROUTES),
-            "spend_view_routes": list(SPEND_VIEW_ROUTES),
+            "spend_view_routes": {path: list(parameters) for path, parameters in SPEND_VIEW_ROUTES.items()},
             "max_request_bytes": plan.gateway.max_request_bytes,
+            "request_read_seconds": plan.gateway.request_read_seconds,
         },
     }

@@ -5,27 +5,35 @@ from __future__ import annotations
 from typing import Any
 
 from tenantry.gateway.reconciler import MANAGED_BY
-from tenantry.plan.model import Plan
+from tenantry.plan.model import Plan, TenantPlan
 
-TENANT_ROUTES = (
-    "/chat/completions", "/v1/chat/completions",
-    "/completions", "/v1/completions",
-    "/models", "/v1/models",
-)
+CHAT_ROUTES = ("/chat/completions", "/v1/chat/completions")
+COMPLETION_ROUTES = ("/completions", "/v1/completions")
+MODEL_LIST_ROUTES = ("/models", "/v1/models")
+TENANT_ROUTES = (*CHAT_ROUTES, *COMPLETION_ROUTES, *MODEL_LIST_ROUTES)
 """The inference routes a tenant's key may call (LiteLLM's key-level
 `allowed_routes`; a route and the paths below it, e.g. /v1/models/{model}).
 Every other authenticated route but the spend view answers 403 to a tenant
 key, among them the ones LiteLLM opens to every key: /model/info and /health
 (every deployment, other tenants' adapters and the engines' addresses; /health
 also makes the gateway call every engine) (docs/decisions.md: A tenant's key
-calls the inference API and nothing else)."""
+calls the inference API and nothing else). LiteLLM matches them as prefixes;
+the front door holds a tenant to the exact routes and methods
+(tenantry/gateway/tenant_policy_front_door.py)."""
 
-SPEND_VIEW_ROUTES = ("/key/info", "/team/info")
-"""A tenant's own spend view, these exact paths: /key/info without `?key=` is the calling key's row (its
-team_id among it; the front door refuses `?key=`, with which LiteLLM answers any key's row to whoever holds
-it), and /team/info?team_id=<its team> the team's: spend in the current window, budget_reset_at, and the
-Plan's budget and mode in its metadata. LiteLLM answers another team's id with a 403 (a team key reads only
-its own team) (docs/decisions.md: A tenant reads its own spend, and only its own)."""
+SPEND_VIEW_ROUTES = {"/key/info": (), "/team/info": ("team_id",)}
+"""A tenant's own spend view, these exact paths with the query parameters each takes: /key/info is the
+calling key's row (its team_id among it; the front door refuses `?key=`, with which LiteLLM answers any
+key's row to whoever holds it), and /team/info?team_id=<its team> the team's: spend in the current
+window, budget_reset_at, and the Plan's budget and mode in its metadata. LiteLLM answers another team's
+id with a 403 (a team key reads only its own team) (docs/decisions.md: A tenant reads its own spend, and
+only its own)."""
+
+
+def tenant_models(tenant: TenantPlan) -> list[str]:
+    """Every name a tenant's key is served: its models, its adapters and the models its requests fall back
+    to. The team's model list in LiteLLM and the plugin's one rule read this one list."""
+    return [*tenant.models, *tenant.adapters, *tenant.fallback_models]
 
 
 def desired_teams(plan: Plan) -> list[dict[str, Any]]:
@@ -41,7 +49,7 @@ def desired_teams(plan: Plan) -> list[dict[str, Any]]:
     return [
         {
             "team_alias": t.name,
-            "models": list(t.models) + list(t.adapters) + list(t.fallback_models),
+            "models": tenant_models(t),
             "tpm_limit": t.tpm,
             "rpm_limit": t.rpm,
             "max_budget": t.gateway_max_budget_usd,

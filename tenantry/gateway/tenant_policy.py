@@ -8,12 +8,17 @@ prometheus_client.
 
 For every request, from the authenticated key's team (the tenant), never from what the client sends:
 
+0. The one rule: the model LiteLLM will route the request to, as LiteLLM resolved it from everything it
+   routes on (body, query string, path), is one of the tenant's models; anything else is a 403 before
+   admission. The front door (tenant_policy_front_door) has already held the request to the routes, fields
+   and headers a tenant may send; keys of the plugin's own in the request's metadata are dropped, so only
+   the plugin sets them.
 1. Scheduling identity: the tier's vLLM priority and the tenant's cache salt. LiteLLM's Router pops a
    top-level `priority` for its own scheduler, so the priority travels in `extra_body` and in the
    X-Vllm-Priority header (the header wins inside vLLM); `cache_salt` at the top level reaches vLLM as
    is. Whatever the client sent for either is replaced, logged and counted.
-2. Request caps per tier: a prompt or max_tokens beyond the tier's cap is a 400; a request without
-   max_tokens gets the cap.
+2. Request caps per tier: a prompt (its messages and tool definitions, or its prompt) or an output length
+   (max_tokens, max_completion_tokens) beyond the tier's cap is a 400; a request without one gets the cap.
 3. Admission by tier (tenant_policy_decision.decide), counted in Redis across every gateway replica
    (tenant_policy_ledger), judged on the engines' live load (tenant_policy_engine_metrics). With
    `spot_pause_after_others_seconds`, spot is also refused on an engine for that long after any
@@ -51,53 +56,44 @@ if _FOLDER not in sys.path:
     sys.path.append(_FOLDER)
 
 from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
-from litellm.proxy._types import ProxyException  # noqa: E402
 from redis.exceptions import RedisError  # noqa: E402
 
+import tenant_policy_contract  # noqa: E402
 import tenant_policy_decision  # noqa: E402
 import tenant_policy_engine_metrics  # noqa: E402
+import tenant_policy_errors  # noqa: E402
 import tenant_policy_front_door  # noqa: E402
 import tenant_policy_ledger  # noqa: E402
 import tenant_policy_metrics  # noqa: E402
 import tenant_policy_outcomes  # noqa: E402
+import tenant_policy_request  # noqa: E402
 import tenant_policy_settings  # noqa: E402
+from tenant_policy_contract import (  # noqa: E402
+    SHED_HEADER, caps, drop_own_metadata, identity, refuse, served_model)
 from tenant_policy_decision import CAPACITY_REASONS, RETRY_AFTER, Decision, decide  # noqa: E402
 from tenant_policy_engine_metrics import EngineMetrics  # noqa: E402
-from tenant_policy_front_door import prompt_tokens  # noqa: E402
 from tenant_policy_ledger import (  # noqa: E402
     Ledger, ReplicaCounts, redis_from_environment, reserved_set, shared_set, spot_pause_keys, tenant_set, tier_set)
-from tenant_policy_metrics import ADMISSIONS, FAILSAFE, HOOK_SECONDS, OVERRIDES, REFUSED, REROUTED  # noqa: E402
+from tenant_policy_metrics import ADMISSIONS, FAILSAFE, HOOK_SECONDS, REROUTED  # noqa: E402
 from tenant_policy_outcomes import Outcomes  # noqa: E402
 from tenant_policy_settings import EngineSettings, PolicySettings, TenantSettings, load_settings  # noqa: E402
 
-for _neighbour in (tenant_policy_decision, tenant_policy_engine_metrics, tenant_policy_front_door, tenant_policy_ledger,
-                   tenant_policy_metrics, tenant_policy_outcomes, tenant_policy_settings):
+for _neighbour in (tenant_policy_contract, tenant_policy_decision, tenant_policy_engine_metrics, tenant_policy_errors,
+                   tenant_policy_front_door, tenant_policy_ledger, tenant_policy_metrics, tenant_policy_outcomes,
+                   tenant_policy_request, tenant_policy_settings):
     if os.path.dirname(os.path.abspath(_neighbour.__file__)) != _FOLDER:  # an older copy found first: refuse to mix
         raise ImportError(f"{_neighbour.__name__} was imported from {_neighbour.__file__}, not from {_FOLDER}")
 
-VLLM_PRIORITY_HEADER = "X-Vllm-Priority"
 REQUEST_ID = "tenantry_request_id"
 HELD_SLOTS = "tenantry_slots"
 CLAIM_ATTEMPTS = 3
 CONCURRENCY_POLL_SECONDS = 0.02
-SHED_HEADER = "X-Tenantry-Shed"
-"""On a 429 for capacity (an engine busy, paused for spot, or its load unknown), the
-reason; absent when the tenant's own limits refused it. Clients (the smoke check)
-tell a shed from a fault by it."""
 OWN_LIMIT_REASONS = {"concurrency"}
 REROUTE_HEADER = "X-Tenantry-Rerouted"
 """On an answer the tenant's overload fallback served: `<model asked> -> <model served> (<reason>)`."""
 REROUTED_FROM = "tenantry_rerouted"
 
 log = logging.getLogger("tenantry.tenant_policy")
-
-
-def _refuse(code: int, message: str, kind: str, retry_after: int | None = None,
-            shed: str | None = None) -> ProxyException:
-    headers = {"Retry-After": str(retry_after)} if retry_after else {}
-    if shed:
-        headers[SHED_HEADER] = shed
-    return ProxyException(message=message, type=kind, param=None, code=code, headers=headers or None)
 
 
 class TenantPolicy(CustomLogger):
@@ -136,70 +132,20 @@ class TenantPolicy(CustomLogger):
             if found is None:
                 return data  # the master key or a key outside tenantry: no tenant policy applies
             name, tenant = found
-            self._identity(name, tenant, data)
-            self._caps(name, tenant, data)
+            drop_own_metadata(data)
+            served_model(name, tenant, data, call_type)
+            identity(name, tenant, data)
+            caps(name, tenant, data)
             await self._admit(name, tenant, data)
             return data
         finally:
             HOOK_SECONDS.observe(time.perf_counter() - started)
 
-    def _identity(self, name: str, tenant: TenantSettings, data: dict) -> None:
-        priority = tenant.priority
-        extra_body = dict(data.get("extra_body") or {})
-        for field, sent in (("priority", data.pop("priority", None)),
-                            ("extra_body.priority", extra_body.get("priority"))):
-            if sent is not None and sent != priority:
-                self._overridden(name, field, sent, priority)
-        headers = dict(data.get("extra_headers") or {})
-        for header in [h for h in headers if h.lower() == VLLM_PRIORITY_HEADER.lower()]:
-            if str(headers[header]) != str(priority):
-                self._overridden(name, "X-Vllm-Priority", headers[header], priority)
-            del headers[header]
-        proxy_headers = (data.get("proxy_server_request") or {}).get("headers") or {}
-        if any(h.lower() == VLLM_PRIORITY_HEADER.lower() for h in proxy_headers):
-            self._overridden(name, "X-Vllm-Priority", "client header", priority)
-        extra_body["priority"] = priority
-        headers[VLLM_PRIORITY_HEADER] = str(priority)
-        salt = tenant.cache_salt
-        for field, sent in (("cache_salt", data.get("cache_salt")),
-                            ("extra_body.cache_salt", extra_body.pop("cache_salt", None))):
-            if sent is not None and sent != salt:
-                self._overridden(name, field, sent, salt)
-        if salt:
-            data["cache_salt"] = salt
-        else:
-            data.pop("cache_salt", None)
-        data["extra_body"] = extra_body
-        data["extra_headers"] = headers
-
-    @staticmethod
-    def _overridden(tenant: str, field: str, sent: Any, kept: Any) -> None:
-        OVERRIDES.labels(tenant=tenant, field=field.split(".")[-1]).inc()
-        log.info("tenantry: tenant %s sent %s=%r; replaced by %r", tenant, field, sent, kept)
-
-    def _caps(self, name: str, tenant: TenantSettings, data: dict) -> None:
-        cap_out = tenant.max_output_tokens
-        if cap_out:
-            asked = data.get("max_completion_tokens") or data.get("max_tokens")
-            if asked is not None and int(asked) > cap_out:
-                REFUSED.labels(tenant=name, tier=tenant.tier, reason="max_tokens").inc()
-                raise _refuse(400, f"max_tokens {asked} exceeds the {cap_out} tokens the {tenant.tier} tier allows "
-                              f"(tenant {name})", "invalid_request_error")
-            if asked is None:
-                data["max_tokens"] = cap_out
-        cap_in = tenant.max_prompt_tokens
-        if cap_in:
-            tokens = prompt_tokens(data)
-            if tokens > cap_in:
-                REFUSED.labels(tenant=name, tier=tenant.tier, reason="prompt").inc()
-                raise _refuse(400, f"the prompt has about {tokens} tokens; the {tenant.tier} tier allows "
-                              f"{cap_in} (tenant {name})", "invalid_request_error")
-
     async def _admit(self, name: str, tenant: TenantSettings, data: dict) -> None:
         await self._release_abandoned()  # an earlier attempt of this same request, dropped for a fallback
         engine = self.model_engine.get(str(data.get("model")))
         if engine is None:
-            return  # not a tenantry engine; LiteLLM's own access checks apply
+            return  # a model of the tenant's that no tenantry engine serves: nothing to admit it on
         request_id = uuid.uuid4().hex
         decision, held = await self._admit_on(name, tenant, engine, request_id)
         # Refused for the engine's capacity, never for the tenant's own limits: the tenant's overload fallback, in
@@ -216,7 +162,7 @@ class TenantPolicy(CustomLogger):
                 data["model"], decision = model, rerouted
                 break
         if not decision.admit:
-            raise _refuse(429, decision.message, "rate_limit_error", decision.retry_after,
+            raise refuse(429, decision.message, "rate_limit_error", decision.retry_after,
                           shed=None if decision.reason in OWN_LIMIT_REASONS else decision.reason)
         served = self.settings.engines[self.model_engine[str(data["model"])]]
         data["extra_headers"] = served.routed_headers(data.get("extra_headers"), name, tenant.tier)
@@ -244,7 +190,7 @@ class TenantPolicy(CustomLogger):
         log.warning("tenantry: Redis unavailable (%s); admitting by tier, counted on this replica", error)
         FAILSAFE.labels(engine=engine, tier=tenant.tier, cause="redis").inc()
         if tenant.tier != "guaranteed":
-            raise _refuse(429, f"admission state unavailable: {tenant.tier} traffic paused", "rate_limit_error",
+            raise refuse(429, f"admission state unavailable: {tenant.tier} traffic paused", "rate_limit_error",
                           RETRY_AFTER["metrics"], shed="redis") from None
         limit = tenant.max_concurrency
         if self._replica_counts.claim(request_id, name, limit):

@@ -26,6 +26,8 @@ class SettingsError(ValueError):
 @dataclass(frozen=True, kw_only=True)
 class TenantSettings:
     tier: Tier
+    models: tuple[str, ...]
+    """The only names its key is served: its models, adapters and fallbacks (its team's model list)."""
     priority: int
     """vLLM's scheduling priority for the tier (lower runs first)."""
     cache_salt: str | None
@@ -101,13 +103,19 @@ class MetricsSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class FrontDoorSettings:
-    tenant_routes: tuple[str, ...]
-    """The paths, and the paths below them, a caller without the master key reaches."""
+    chat_routes: tuple[str, ...]
+    completion_routes: tuple[str, ...]
+    """The paths a tenant's key POSTs to, exactly."""
+    model_list_routes: tuple[str, ...]
+    """The paths a tenant's key GETs its model list from, and one model's entry below them."""
     open_routes: tuple[str, ...]
-    """Paths anyone reaches, exactly (the health probes)."""
-    spend_view_routes: tuple[str, ...]
-    """Paths a tenant's key reaches exactly, to read its own key and team (its spend view); never another key's."""
+    """Paths anyone GETs, exactly (the health probes)."""
+    spend_view_routes: dict[str, tuple[str, ...]]
+    """Paths a tenant's key GETs exactly, to read its own key and team (its spend view), with the query
+    parameters each takes; never another key's."""
     max_request_bytes: int
+    request_read_seconds: float
+    """How long a request's body may take to arrive in full."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -85,6 +85,7 @@ def _plan_gateway(spec: Spec, engines: tuple[EnginePlan, ...]) -> GatewayPlan:
     admission = spec.gateway.admission
     longest_context = max((e.kv.max_context for e in engines), default=0)
     adapters_of = {e.name: tuple(a.name for a in e.adapters) for e in spec.engines}
+    max_request_bytes = REQUEST_BYTES_PER_TOKEN * longest_context + REQUEST_BYTES_BESIDE_THE_PROMPT
     return GatewayPlan(
         replicas=spec.gateway.replicas,
         fallbacks=tuple(
@@ -106,7 +107,8 @@ def _plan_gateway(spec: Spec, engines: tuple[EnginePlan, ...]) -> GatewayPlan:
         # No stream can hold this many chunks: LiteLLM's loop guard never ends one
         # (docs/decisions.md: The gateway does not cut a repeating stream).
         repeated_chunk_limit=longest_context + 1,
-        max_request_bytes=REQUEST_BYTES_PER_TOKEN * longest_context + REQUEST_BYTES_BESIDE_THE_PROMPT,
+        max_request_bytes=max_request_bytes,
+        request_read_seconds=float(max(REQUEST_READ_FLOOR_SECONDS, round(max_request_bytes / SLOWEST_UPLOAD_BYTES_PER_SECOND))),
         spend_write_seconds=SPEND_WRITE_SECONDS,
     )
 
@@ -119,6 +121,9 @@ Every gate run reconciles spend), and a write every 2 s per replica is a handful
 REQUEST_BYTES_PER_TOKEN = 32
 REQUEST_BYTES_BESIDE_THE_PROMPT = 64 * 1024
 """The gateway's request size limit (GatewayPlan.max_request_bytes)."""
+SLOWEST_UPLOAD_BYTES_PER_SECOND = 64 * 1024
+REQUEST_READ_FLOOR_SECONDS = 10
+"""The time a request's body has to arrive (GatewayPlan.request_read_seconds)."""
 
 ENGINE_SCRAPE_CEILING_SECONDS = 15
 """kube-prometheus-stack's usual interval: engines are never scraped less often."""

@@ -316,6 +316,9 @@ class GatewayPlan:
     """The largest request body the gateway reads: 32 bytes for each token of the longest context
     of any engine (JSON-escaped text runs to about 12 bytes a token at worst), plus 64 KiB for the
     rest of the request; larger is a 413 before it is read (docs/decisions.md: The gateway's front door)."""
+    request_read_seconds: float
+    """How long the gateway waits for a request's body to arrive in full: the largest body at 64 KiB/s, at
+    least 10 s; a client that trickles its body longer gets a 408 and holds the gateway no longer."""
     repeated_chunk_limit: int
     """LiteLLM ends a stream with a 500 after this many identical chunks in a row: one more than the longest
     context of any engine, so never (docs/decisions.md: The gateway does not cut a repeating stream)."""

@@ -109,6 +109,12 @@ class RunningStack:
         time.sleep(wait)
         return wait
 
+    def database_url(self) -> str:
+        """LiteLLM's PostgreSQL database, as its gateways reach it."""
+        from tenantry.local.credentials import postgres_password
+
+        return f"postgresql://litellm:{postgres_password(self.layout)}@127.0.0.1:{self.up.ports.postgres}/litellm"
+
     def prometheus(self, query: str) -> list[dict]:
         answer = httpx.get(f"http://127.0.0.1:{self.up.ports.prometheus}/api/v1/query", params={"query": query},
                            timeout=10).json()
@@ -175,6 +181,24 @@ def answers_again_after_idle(base_url: str, path: str, idle_seconds: float) -> b
         return again.status == 200 and connection.sock is socket_used
     finally:
         connection.close()
+
+
+def raw_http(url: str, sent: bytes, seconds: float = 60) -> bytes:
+    """Send `sent` as raw bytes (a request line, headers, and as much of a body as a test wants sent) and
+    nothing more, and return the server's first answer up to its blank line (status line and headers). A
+    server that waits for more than was sent answers nothing: b"" after `seconds`."""
+    import socket
+
+    parsed = urlsplit(url)
+    answer = b""
+    with socket.create_connection((parsed.hostname, parsed.port), timeout=seconds) as connection:
+        connection.sendall(sent)
+        try:
+            while b"\r\n\r\n" not in answer and (chunk := connection.recv(65536)):
+                answer += chunk
+        except TimeoutError:
+            pass
+    return answer.split(b"\r\n\r\n")[0]
 
 
 def longest_token(stack, engine: str) -> int:

@@ -1,65 +1,123 @@
-"""The gateway as a hostile or careless tenant finds it: every route LiteLLM serves, tried with a
+"""The gateway as a hostile or careless tenant finds it: every route LiteLLM registers, tried with a
 tenant's key and with none; models, requests and keys a tenant should not get through; and no
-key in any log. The expected answers are docs/security.md's route table."""
+key in any log. The expected answers are docs/security.md's route table. Requests a tenant may send on
+the routes it reaches: tests/local/test_hostile_requests.py."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import uuid
 
 import httpx
 import pytest
 
+from tenantry.configs import litellm as gateway_config
 from tenantry.configs.litellm import OPEN_ROUTES
-from tenantry.configs.teams import SPEND_VIEW_ROUTES, TENANT_ROUTES
+from tenantry.configs.teams import CHAT_ROUTES, COMPLETION_ROUTES, MODEL_LIST_ROUTES, SPEND_VIEW_ROUTES, TENANT_ROUTES
+from tenantry.gateway import tenant_policy  # noqa: F401 - puts the plugin's folder on sys.path
+from tests.local.conftest import raw_http
 
-INFERENCE = ("/chat/completions", "/v1/chat/completions", "/completions", "/v1/completions")
-MODELS = ("/models", "/v1/models")
+import tenant_policy_front_door  # noqa: E402 - the plugin's own neighbour, found through that folder
+import tenant_policy_settings as plugin_settings  # noqa: E402
 
-
-def _under(path: str, routes: tuple[str, ...]) -> bool:
-    return any(path == r or path.startswith(r + "/") for r in routes)
+INFERENCE = (*CHAT_ROUTES, *COMPLETION_ROUTES)
+MODELS = MODEL_LIST_ROUTES
+PROBE_MODEL = "globex-legal"
+"""What a route's path parameters are filled with: another tenant's adapter, where a model goes."""
 
 
 @pytest.fixture(scope="module")
-def every_route(stack) -> list[tuple[str, str]]:
-    """(method, path) of every operation in LiteLLM's own OpenAPI document, path parameters filled in."""
-    with stack.client() as admin:
-        paths = admin.get("/openapi.json").json()["paths"]
-    routes = []
-    for path, operations in paths.items():
-        methods = [m.upper() for m in operations if m in ("get", "post", "put", "patch", "delete")]
-        routes += [(method, re.sub(r"\{[^}]*\}", "x", path)) for method in methods]
-    assert len(routes) > 500, "LiteLLM's route table looks truncated"
+def registered(stack) -> list[dict]:
+    """Every route LiteLLM 1.108.7 registers (tests/local/litellm_routes.py: included routers, routes kept out
+    of its OpenAPI document, WebSockets and mounts), with those its running gateway's /openapi.json adds."""
+    listed = subprocess.run([sys.executable, "-m", "tests.local.litellm_routes"], capture_output=True, text=True,
+                            check=True, timeout=300)
+    routes = json.loads(listed.stdout)
+    with stack.client() as operator:
+        served = operator.get("/openapi.json").json()["paths"]
+    known = {r["path"] for r in routes}
+    routes += [{"path": path, "methods": sorted(m.upper() for m in operations), "kind": "http"}
+               for path, operations in served.items() if path not in known]
+    assert len(routes) > 600 and sum(r["kind"] == "websocket" for r in routes) >= 5, "the route list looks truncated"
     return routes
 
 
+def _filled(path: str) -> str:
+    return re.sub(r"\{[^}]*\}", PROBE_MODEL, path)
+
+
+def _front_door(stack):
+    settings = plugin_settings.parse_settings(gateway_config.tenant_policy_settings(stack.up.plan))
+    return tenant_policy_front_door.FrontDoor(None, settings.front_door, master_key="")
+
+
+def _tenant_pairs(stack, routes: list[dict]) -> set[tuple[str, str]]:
+    """(method, path) of the registered routes the front door lets a tenant call: a POST route of chat or text
+    completions, or a GET of the model list, one model, the spend view or a probe."""
+    door, allowed = _front_door(stack), set()
+    for route in routes:
+        kind = door.route(_filled(route["path"])) if route["kind"] == "http" else None
+        for method in route["methods"]:
+            if kind and method == ("POST" if kind in ("chat", "completion") else "GET"):
+                allowed.add((method, route["path"]))
+    return allowed
+
+
+def test_the_front_door_lets_a_tenant_call_exactly_the_inference_api_its_models_its_spend_and_the_probes(
+        stack, registered):
+    assert _tenant_pairs(stack, registered) == {
+        *(("POST", p) for p in INFERENCE), *(("GET", p) for p in (*MODELS, *SPEND_VIEW_ROUTES, *OPEN_ROUTES)),
+        ("GET", "/v1/models/{model_id}"), ("GET", "/models/{model_id}")}
+
+
+@pytest.mark.parametrize("path", INFERENCE)
+def test_each_inference_route_on_the_allow_list_serves_the_tenants_own_models_only(stack, path):
+    """The one rule on every POST route the front door lets through: another tenant's adapter is a 403, its own
+    model is served."""
+    asked = ({"messages": [{"role": "user", "content": "hi"}]} if path in CHAT_ROUTES else {"prompt": "hi"})
+    with stack.client("acme") as acme:
+        other = acme.post(path, json={"model": PROBE_MODEL, "max_tokens": 1, **asked})
+        own = acme.post(path, json={"model": "acme-support", "max_tokens": 1, **asked})
+    assert (other.status_code, other.headers.get("X-Tenantry-Error")) == (403, "permission_denied"), other.text[:300]
+    assert f"model '{PROBE_MODEL}' is not available for this API key" in other.json()["error"]["message"]
+    assert own.status_code == 200, own.text[:300]
+
+
 @pytest.mark.parametrize("who", ["acme", None], ids=["tenant-key", "no-key"])
-def test_every_route_but_the_inference_api_is_closed(stack, every_route, who):
-    """Management, spend, key, team, user, model, config, cache, debug, UI and pass-through routes
-    answer 401, 403 or 404; only /models (the tenant's own list, or 401 without a key), the tenant's
-    own key row (/key/info) and the probes answer 200 (/team/info without the tenant's team id is
-    LiteLLM's 422; tests/local/test_spend_view_live.py reads it with one); nothing answers 5xx."""
-    answers: dict[int, list[str]] = {}
+def test_every_other_registered_route_is_refused_at_the_front_door(stack, registered, who):
+    """Management, spend, key, team, user, config, cache, debug, UI, pass-through, Google-, Anthropic- and
+    OpenAI-shaped inference routes and every method but the one a tenant route answers: 404 or 405 from the
+    front door (its error header and message), with a tenant's key and with none, before LiteLLM reads a byte.
+    WebSockets are closed (403)."""
+    allowed, wrong = _tenant_pairs(stack, registered), []
     headers = {"Authorization": f"Bearer {stack.key(who)}"} if who else {}
     with httpx.Client(base_url=stack.url, headers=headers, timeout=30) as client:
-        for method, path in every_route:
-            if _under(path, INFERENCE):
-                continue  # tried below with real requests
-            status = client.request(method, path, json={} if method != "GET" else None).status_code
-            answers.setdefault(status, []).append(f"{method} {path}")
-    opened = [r for s, routes in answers.items() if 200 <= s < 400 for r in routes]
-    expected_open = {f"GET {p}" for p in OPEN_ROUTES} | ({f"GET {p}" for p in (*MODELS, "/key/info")} if who else set())
-    assert set(opened) == expected_open, opened
-    assert not [s for s in answers if s >= 500], {s: answers[s] for s in answers if s >= 500}
-    assert answers.pop(422, []) == (["GET /team/info"] if who else []), answers.get(422)
-    assert set(answers) - {200} <= {401, 403, 404, 405}, {s: answers[s][:5] for s in answers}
+        for route in registered:
+            path = _filled(route["path"])
+            if route["kind"] == "websocket":
+                answer = raw_http(stack.url, f"GET {path} HTTP/1.1\r\nHost: g\r\nUpgrade: websocket\r\nConnection: "
+                                             "Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                                             "Sec-WebSocket-Version: 13\r\n\r\n".encode())
+                if not answer.startswith(b"HTTP/1.1 403"):
+                    wrong.append(f"WebSocket {path}: {answer[:60]!r}")
+                continue
+            for method in route["methods"] or ["GET", "POST"]:
+                if (method, route["path"]) in allowed:
+                    continue  # the inference routes, their one rule and the spend view: tested by their own
+                asked = path + ("/x" if route["kind"] == "mount" else "")
+                answer = client.request(method, asked, json={} if method in ("POST", "PUT", "PATCH") else None)
+                refusal = answer.headers.get("X-Tenantry-Error") in ("not_found_error", "method_not_allowed")
+                if answer.status_code not in (404, 405) or not refusal:
+                    wrong.append(f"{method} {asked}: {answer.status_code} {answer.text[:80]}")
+    assert wrong == [], wrong
 
 
 def test_the_routes_a_tenant_key_may_call_are_the_inference_api_its_model_list_and_its_spend():
     assert set(TENANT_ROUTES) == set(INFERENCE) | set(MODELS)
-    assert SPEND_VIEW_ROUTES == ("/key/info", "/team/info")
+    assert SPEND_VIEW_ROUTES == {"/key/info": (), "/team/info": ("team_id",)}
 
 
 @pytest.mark.parametrize("path", ["/model/info", "/v1/model/info", "/health", "/routes", "/ui", "/sso/key/generate",
@@ -69,8 +127,7 @@ def test_the_routes_found_open_to_a_tenant_are_a_404_naming_the_tenant_routes(st
     with stack.client("acme") as acme:
         answer = acme.get(path)
     assert answer.status_code == 404, (path, answer.text[:200])
-    routes = ", ".join((*TENANT_ROUTES, *SPEND_VIEW_ROUTES))
-    assert answer.json()["error"]["message"] == f"no route {path} here: a tenant's key calls {routes}"
+    assert answer.json()["error"]["message"] == f"no route {path} here: a tenant's key calls {_front_door(stack).described()}"
 
 
 def test_models_lists_exactly_what_the_tenant_may_call(stack):
@@ -103,17 +160,17 @@ def _chat(model, **fields) -> str:
 
 
 BAD_REQUESTS = {
-    "malformed JSON": ('{"model": "tiny", "messages": [}', 400, "Invalid JSON"),
+    "malformed JSON": ('{"model": "tiny", "messages": [}', 400, "invalid JSON"),
     "a JSON array": ("[]", 400, "must be a JSON object"),
     "a number": ("42", 400, "must be a JSON object"),
-    "max_tokens of the wrong type": (_chat("tiny", max_tokens="many"), 400, "max_tokens"),
-    "a model that is a list": (_chat(["tiny"]), 400, "'model' must be a string"),
+    "max_tokens of the wrong type": (_chat("tiny", max_tokens="many"), 400, "max_tokens must be an integer"),
+    "a model that is a list": (_chat(["tiny"]), 400, "model must name one model"),
     "a NUL byte in the model": (_chat("tiny\u0000"), 403, "not available for this API key"),
     "a path in the model": (_chat("../tiny"), 403, "not available for this API key"),
     "another tenant's adapter behind a path": (_chat("tiny/../globex-legal"), 403, "not available for this API key"),
     "the engine's provider prefix": (_chat("hosted_vllm/tiny"), 403, "not available for this API key"),
     "another tenant's adapter": (_chat("globex-legal"), 403, "not available for this API key"),
-    "no body": ("", 400, "Missing required parameter"),
+    "no body": ("", 400, "the request has no body"),
     # LiteLLM 1.108.7 answered these three with a 500 or its own exception text, after calling the engine
     # and its fallback: the front door refuses them first.
     "content that is a number": (json.dumps({"model": "tiny", "messages": [{"role": "user", "content": 5}]}), 400,
@@ -137,7 +194,7 @@ def test_a_bad_request_is_a_clean_4xx_with_what_was_wrong(stack, case):
 def test_a_completion_prompt_that_is_not_text_is_a_400_not_litellms_500(stack, prompt):
     answer = _post(stack, "acme", "/v1/completions", json.dumps({"model": "tiny", "prompt": prompt, "max_tokens": 4}))
     assert answer.status_code == 400, answer.text[:300]
-    assert "prompt must be a string or a non-empty list of strings" in answer.json()["error"]["message"]
+    assert "prompt must be a string (or a list of one string)" in answer.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["declared", "chunked"])

@@ -81,7 +81,8 @@ def test_a_model_outside_the_allow_list_is_refused_with_403(stack):
     with stack.client("acme") as client:
         answer = chat(client, "globex-legal")
         assert answer.status_code == 403
-        assert "team_model_access_denied" in answer.text or "not allowed" in answer.text.lower()
+        assert answer.headers["X-Tenantry-Error"] == "permission_denied"
+        assert "model 'globex-legal' is not available for this API key" in answer.json()["error"]["message"]
     with stack.client("capped") as client:
         assert chat(client, "tiny").status_code == 403
 
@@ -105,7 +106,7 @@ def test_the_rpm_limit_refuses_exactly_after_the_limit(stack):
     assert left == list(range(served - 1, -1, -1)), left  # the last one served took the last request
     assert {a.headers["x-ratelimit-team-limit-requests"] for a in answers[:served]} <= {str(rpm)}
     for refused in answers[served:]:
-        assert f"Limit type: requests. Current limit: {rpm}, Remaining: 0" in refused.text, refused.text
+        assert f"the tenant is over its limit of {rpm} requests a minute" in refused.text, refused.text
         assert int(refused.headers["retry-after"]) > 0
 
 

@@ -93,6 +93,9 @@ def test_an_engine_killed_mid_stream_ends_its_stream_with_an_error_event_and_new
         assert "data: [DONE]" not in lines, f"a stream cut by its engine's death ended as a success: {told}"
         errors = [json.loads(x[6:])["error"] for x in lines if x.startswith("data: {") and '"error"' in x]
         assert errors and errors[-1].get("message"), lines[-3:]
+        # In tenantry's words (tenant_policy_errors): no engine address, no LiteLLM exception text.
+        engine = f"127.0.0.1:{stack.up.ports.engines['tiny']}"
+        assert errors[-1].get("type") == "engine_error" and engine not in errors[-1]["message"], errors[-1]
         with stack.client("acme") as client:  # the fallback serves the dead engine's requests, streamed and not
             answer = chat(client, "tiny")
             assert answer.status_code == 200 and answer.json()["model"] in ("micro", "hosted_vllm/micro"), answer.text

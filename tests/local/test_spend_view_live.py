@@ -77,7 +77,7 @@ def test_a_tenant_reads_its_own_spend_and_nobody_elses(stack):
 
         another_team = acme.get("/team/info", params={"team_id": teams["globex"]["team_id"]})
         assert another_team.status_code == 403, another_team.text
-        assert "not authorized to access this team" in another_team.text and "globex" not in another_team.text
+        assert "a key reads its own key and team only" in another_team.text and "globex" not in another_team.text
         another_key = acme.get("/key/info", params={"key": stack.key("globex")})
         assert another_key.status_code == 403
         assert another_key.json()["error"]["message"] == "/key/info reads the calling key's own row: leave out ?key="

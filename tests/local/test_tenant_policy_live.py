@@ -74,8 +74,7 @@ def test_cache_salt_isolates_tenants(stack, route, stream):
         secret = long_prompt(f"acme-only-{uuid.uuid4()}")
         assert call(acme, route, stream, "tiny", secret).status_code == 200
         fourth = hits_after(stack, third, expect_more=False)
-        forged = call(globex, route, stream, "tiny", secret, cache_salt="tenant-acme",
-                      extra_body={"cache_salt": "tenant-acme"})
+        forged = call(globex, route, stream, "tiny", secret, cache_salt="tenant-acme")
         assert forged.status_code == 200
         assert hits_after(stack, fourth, expect_more=False) == fourth, "a forged salt is replaced by the tenant's own"
 
@@ -98,9 +97,8 @@ def test_priority_and_salt_reach_vllm_and_forgeries_are_replaced(stack, route, s
         headers = {"X-Vllm-Priority": "-9"}
         with stack.client(tenant) as client:
             client.headers.update(headers)
-            answer = call(client, route, stream, "tiny", f"{marker} hello", priority=-100, cache_salt="forged",
-                          extra_body={"priority": -5, "cache_salt": "forged"},
-                          metadata={"priority": -7, "cache_salt": "forged", "tenant": "acme"})
+            # Forgeries in extra_body or metadata are refused at the front door (test_hostile_requests.py).
+            answer = call(client, route, stream, "tiny", f"{marker} hello", priority=-100, cache_salt="forged")
         assert answer.status_code == 200, answer.text
         body = _logged_body(stack, marker)
         assert body.get("priority") == priority, (tenant, body)

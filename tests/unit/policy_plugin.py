@@ -20,15 +20,19 @@ from tenantry.configs.litellm import tenant_policy_settings
 from tenantry.gateway import tenant_policy as plugin  # before its neighbours: it puts its folder on sys.path
 from tenantry.stacks import plan_stack
 
-import tenant_policy_decision as decision  # found through the folder the plugin added to sys.path
+import tenant_policy_contract as contract  # found through the folder the plugin added to sys.path
+import tenant_policy_decision as decision
 import tenant_policy_engine_metrics as engine_metrics
+import tenant_policy_errors as errors
 import tenant_policy_front_door as front_door
 import tenant_policy_ledger as ledger
+import tenant_policy_metrics as metrics
 import tenant_policy_outcomes as outcomes
+import tenant_policy_request as request
 import tenant_policy_settings as settings
 
-__all__ = ["decision", "engine_metrics", "failsafe", "front_door", "key", "ledger", "local_settings", "outcomes", "plugin",
-           "redis_server", "run", "settings"]
+__all__ = ["contract", "decision", "engine_metrics", "errors", "failsafe", "front_door", "key", "ledger", "local_settings",
+           "metrics", "outcomes", "plugin", "redis_server", "request", "run", "settings"]
 
 LOOP = asyncio.new_event_loop()  # one loop: Redis connections belong to the loop that opened them
 

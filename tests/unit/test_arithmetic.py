@@ -236,3 +236,12 @@ def test_engines_are_scraped_at_half_the_metrics_maximum_age_in_whole_seconds(ma
     # At most half the age admission accepts, so one missed scrape still leaves a young
     # enough sample; never less often than kube-prometheus-stack's usual 15 s, never below 1 s.
     assert engine_scrape_interval(max_age) == interval
+
+
+def test_a_body_has_its_size_at_64_kib_a_second_to_arrive_and_never_less_than_10_s():
+    from tenantry.stacks import plan_stack
+
+    local = plan_stack("local").gateway  # 2,048 tokens: 32 x 2,048 + 64 KiB = 128 KiB, 2 s at 64 KiB/s
+    assert (local.max_request_bytes, local.request_read_seconds) == (131_072, 10.0)
+    largest = plan_stack("h100x16-405b").gateway  # 16,384 tokens: 576 KiB, 9 s at 64 KiB/s, so the floor
+    assert (largest.max_request_bytes, largest.request_read_seconds) == (589_824, 10.0)

@@ -29,6 +29,7 @@ def test_litellm_config_has_every_engine_and_adapter_priced_from_the_plan():
     assert config["router_settings"]["fallbacks"] == [{"tiny": ["micro"]}, {"acme-support": ["micro"]},
                                                       {"globex-legal": ["micro"]}]
     assert config["router_settings"]["num_retries"] == 0  # to the fallback at once
+    assert config["router_settings"]["disable_cooldowns"] is True  # no failure takes a model out for every tenant
     assert "master_key" in config["general_settings"] and "sk-" not in str(config)
 
 
@@ -47,8 +48,8 @@ def test_policy_settings_carry_tiers_salts_and_reservations():
     plan = plan_stack("local")
     settings = tenant_policy_settings(plan)
     assert settings["tenants"]["acme"] == {
-        "tier": "guaranteed", "priority": 0, "cache_salt": "tenant-acme", "max_concurrency": 4,
-        "max_prompt_tokens": None, "max_output_tokens": None,
+        "tier": "guaranteed", "models": ["tiny", "acme-support", "micro"], "priority": 0, "cache_salt": "tenant-acme",
+        "max_concurrency": 4, "max_prompt_tokens": None, "max_output_tokens": None,
         "ttft_objective_seconds": 2.0, "itl_objective_seconds": 0.25,  # stacks/local.yaml's acme: 2000 ms, 250 ms
         "overload_fallback": [],
     }
@@ -58,6 +59,9 @@ def test_policy_settings_carry_tiers_salts_and_reservations():
     assert settings["admission"]["wait_at_concurrency_limit_seconds"] == 0.25
     # Every key is written, so the plugin needs no default of its own.
     assert settings["metrics"] == {"cache_seconds": 1.0, "timeout_seconds": 1.0, "prometheus_url": None}
+    # The one rule and LiteLLM's own team check read the same list.
+    assert {t: s["models"] for t, s in settings["tenants"].items()} == {
+        team["team_alias"]: team["models"] for team in desired_teams(plan)}
     assert tenant_policy_settings(plan, prometheus_url="http://p:9090")["metrics"]["prometheus_url"] == "http://p:9090"
 
 

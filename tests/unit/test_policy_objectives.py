@@ -33,19 +33,19 @@ def kv_aware(policy):
 
 def test_the_tiers_objective_and_the_tenants_flow_replace_what_the_client_sent(kv_aware):
     data = run(kv_aware.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x",
-                                                                    "extra_headers": dict(FORGED)}, "c"))
+                                                                    "extra_headers": dict(FORGED)}, "atext_completion"))
     assert data["extra_headers"] == {"x-trace": "7", "X-Vllm-Priority": "100", OBJECTIVE: "tiny-spot",
                                      FAIRNESS: "initech"}
 
 
 def test_a_rerouted_request_names_the_objective_of_the_engine_that_serves_it(kv_aware):
     kv_aware.metrics._states["tiny"] = seen(running=8, waiting=100, kv_usage=1.0, at=time.time())
-    data = run(kv_aware.async_pre_call_hook(key("globex"), None, {"model": "globex-legal", "prompt": "x"}, "c"))
+    data = run(kv_aware.async_pre_call_hook(key("globex"), None, {"model": "globex-legal", "prompt": "x"}, "atext_completion"))
     assert data["model"] == "micro"
     assert (data["extra_headers"][OBJECTIVE], data["extra_headers"][FAIRNESS]) == ("micro-best-effort", "globex")
 
 
 def test_an_engine_behind_its_service_gets_no_picker_header_not_even_the_clients(policy):
     data = run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x",
-                                                              "extra_headers": dict(FORGED)}, "c"))
+                                                              "extra_headers": dict(FORGED)}, "atext_completion"))
     assert data["extra_headers"] == {"x-trace": "7", "X-Vllm-Priority": "0"}

@@ -33,7 +33,7 @@ def _rerouted(to: str, reason: str) -> float:
 def test_a_request_its_engine_would_shed_is_served_by_the_fallback_and_says_so(rerouting):
     before = _rerouted("micro", "saturated")
     rerouting.metrics._states["tiny"] = seen(**SATURATED, at=time.time())
-    data = run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    data = run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert data["model"] == "micro"
     assert run(rerouting.async_post_call_response_headers_hook(data, key("globex"), None)) == {
         tp.REROUTE_HEADER: "tiny -> micro (saturated)"}
@@ -46,21 +46,21 @@ def test_a_request_its_engine_would_shed_is_served_by_the_fallback_and_says_so(r
 
 def test_an_adapter_request_falls_back_to_the_base_model_of_the_fallback(rerouting):
     rerouting.metrics._states["tiny"] = seen(**SATURATED, at=time.time())
-    data = run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "globex-legal", "prompt": "x"}, "c"))
+    data = run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "globex-legal", "prompt": "x"}, "atext_completion"))
     assert data["model"] == "micro" and data["metadata"][tp.REROUTED_FROM] == "globex-legal -> micro (saturated)"
 
 
 def test_a_request_its_engine_admits_is_not_rerouted(rerouting):
-    data = run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    data = run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert data["model"] == "tiny" and tp.REROUTED_FROM not in data["metadata"]
     assert run(rerouting.async_post_call_response_headers_hook(data, key("globex"), None)) is None
 
 
 def test_the_tenants_own_limit_is_never_routed_around(rerouting):
     for _ in range(3):  # globex's max_concurrency
-        run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     with pytest.raises(ProxyException) as refused:
-        run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert "its limit is 3" in refused.value.message and tp.SHED_HEADER not in (refused.value.headers or {})
 
 
@@ -68,12 +68,12 @@ def test_when_the_fallback_is_full_too_the_first_refusal_stands(rerouting):
     for engine in ("tiny", "micro"):
         rerouting.metrics._states[engine] = seen(**SATURATED, at=time.time())
     with pytest.raises(ProxyException) as refused:
-        run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(rerouting.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert refused.value.headers[tp.SHED_HEADER] == "saturated" and "engine tiny saturated" in refused.value.message
 
 
 def test_a_tenant_without_an_overload_fallback_is_refused_as_before(policy):
     policy.metrics._states["tiny"] = seen(**SATURATED, at=time.time())
     with pytest.raises(ProxyException) as refused:
-        run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert refused.value.headers[tp.SHED_HEADER] == "saturated"

@@ -55,7 +55,7 @@ def test_a_missing_key_is_refused_with_its_path():
 def test_an_unknown_key_is_refused_with_its_path():
     raw = _local()
     raw["tenants"]["acme"]["max_tokens"] = 5
-    assert _refusal(raw).startswith("tenants.acme.max_tokens: unknown key (expected tier, priority, ")
+    assert _refusal(raw).startswith("tenants.acme.max_tokens: unknown key (expected tier, models, priority, ")
 
 
 @pytest.mark.parametrize(("where", "value", "expected"), [

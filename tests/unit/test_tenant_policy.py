@@ -12,7 +12,7 @@ import time
 import pytest
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
-from tests.unit.policy_plugin import failsafe, key, ledger, run, seen
+from tests.unit.policy_plugin import errors, failsafe, key, ledger, metrics, run, seen
 from tests.unit.policy_plugin import plugin as tp
 
 
@@ -26,43 +26,85 @@ def set_admission(policy, **changes) -> None:
 
 
 def test_identity_comes_from_the_key_and_forged_values_are_replaced(policy):
-    before = tp.OVERRIDES.labels(tenant="initech", field="priority")._value.get()
+    before = metrics.OVERRIDES.labels(tenant="initech", field="priority")._value.get()
     data = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "priority": -100,
             "cache_salt": "tenant-acme", "extra_body": {"priority": -5, "cache_salt": "tenant-acme"},
             "extra_headers": {"x-vllm-priority": "-9"}}
-    out = run(policy.async_pre_call_hook(key("initech"), None, data, "completion"))
+    out = run(policy.async_pre_call_hook(key("initech"), None, data, "atext_completion"))
     assert "priority" not in out and "cache_salt" not in out  # initech shares the unsalted cache
     assert out["extra_body"] == {"priority": 100}
     assert out["extra_headers"] == {"X-Vllm-Priority": "100"}
-    assert tp.OVERRIDES.labels(tenant="initech", field="priority")._value.get() == before + 2
+    assert metrics.OVERRIDES.labels(tenant="initech", field="priority")._value.get() == before + 2
 
 
 def test_own_salt_and_guaranteed_priority(policy):
     out = run(policy.async_pre_call_hook(key("acme"), None, {"model": "acme-support", "prompt": "hi"},
-                                         "text_completion"))
+                                         "atext_completion"))
     assert out["cache_salt"] == "tenant-acme" and out["extra_body"]["priority"] == 0
     assert out["metadata"]["tenantry_slots"][1].endswith(":reserved:acme")
 
 
 def test_keys_outside_tenantry_pass_untouched(policy):
     data = {"model": "tiny", "prompt": "hi", "priority": 3}
-    assert run(policy.async_pre_call_hook(UserAPIKeyAuth(), None, dict(data), "completion")) == data
+    assert run(policy.async_pre_call_hook(UserAPIKeyAuth(), None, dict(data), "atext_completion")) == data
 
 
 def test_output_cap_refuses_more_and_fills_in_the_cap(policy):
     with pytest.raises(ProxyException) as refused:
         run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x", "max_tokens": 500},
-                                       "completion"))
+                                       "atext_completion"))
     assert refused.value.code == "400" and "exceeds the 128 tokens the spot tier allows" in refused.value.message
-    out = run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "completion"))
+    out = run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert out["max_tokens"] == 128
+
+
+def test_every_spelling_of_an_output_length_is_held_to_the_cap(policy):
+    for field in ("max_tokens", "max_completion_tokens"):
+        data = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 4,
+                field: 500}
+        with pytest.raises(ProxyException) as refused:
+            run(policy.async_pre_call_hook(key("initech"), None, data, "acompletion"))
+        assert refused.value.message.startswith(f"{field} 500 exceeds the 128 tokens")
+    out = run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "messages": [
+        {"role": "user", "content": "hi"}], "max_completion_tokens": 100}, "acompletion"))
+    assert out["max_completion_tokens"] == 100 and "max_tokens" not in out
+
+
+@pytest.mark.parametrize(("tenant", "model"), [("acme", "globex-legal"), ("globex", "acme-support"),
+                                               ("initech", "acme-support"), ("acme", "tiny,micro"), ("acme", "hosted_vllm/tiny"),
+                                               ("acme", None), ("acme", "gpt-4o")])
+def test_a_model_outside_the_tenants_list_is_a_403_before_admission(policy, tenant, model):
+    """The one rule, on the model LiteLLM resolved (here as the front door cannot see it: from a query string)."""
+    with pytest.raises(ProxyException) as refused:
+        run(policy.async_pre_call_hook(key(tenant), None, {"model": model, "prompt": "x"}, "atext_completion"))
+    assert (refused.value.code, refused.value.type) == ("403", "permission_denied")
+    assert f"model {model!r} is not available for this API key (tenant {tenant})" in refused.value.message
+    assert refused.value.headers[errors.ERROR_HEADER] == "permission_denied"
+    assert run(policy.ledger.counts(ledger.tenant_set(tenant)))[0] == [0], "nothing was admitted"
+
+
+def test_a_tenants_key_is_served_chat_and_text_completions_only(policy):
+    for call_type in ("aembedding", "agenerate_content", "anthropic_messages", "aresponses"):
+        with pytest.raises(ProxyException) as refused:
+            run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "input": "x"}, call_type))
+        assert refused.value.code == "403" and f"not {call_type}" in refused.value.message
+
+
+def test_the_plugins_own_metadata_keys_are_never_taken_from_the_request(policy):
+    forged = {tp.REROUTED_FROM: "tiny -> micro (saturated)", tp.REQUEST_ID: "another", tp.HELD_SLOTS: ["x"],
+              "tenantry_anything": 1, "tags": ["kept"]}
+    data = {"model": "tiny", "prompt": "x", "metadata": dict(forged), "litellm_metadata": dict(forged)}
+    out = run(policy.async_pre_call_hook(key("acme"), None, data, "atext_completion"))
+    assert run(policy.async_post_call_response_headers_hook(out, None, None)) is None
+    assert out["metadata"][tp.REQUEST_ID] != "another" and "tenantry_anything" not in out["metadata"]
+    assert out["litellm_metadata"] == {"tags": ["kept"]}
 
 
 def test_prompt_cap(policy):
     with pytest.raises(ProxyException) as refused:
         run(policy.async_pre_call_hook(key("initech"), None,
                                        {"model": "tiny", "messages": [{"role": "user", "content": "word " * 200}]},
-                                       "completion"))
+                                       "atext_completion"))
     assert refused.value.code == "400" and "the spot tier allows 50" in refused.value.message
 
 
@@ -75,38 +117,38 @@ def test_concurrency_is_capped_across_replicas_and_released_when_done(policy, re
     other_replica = tp.TenantPolicy(policy.settings, redis=aioredis.from_url(redis_url), metrics=policy.metrics)
     admitted = []
     for replica in (policy, other_replica, policy):  # globex may have 3 in flight, whichever replica serves it
-        admitted.append(run(replica.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c")))
+        admitted.append(run(replica.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion")))
     with pytest.raises(ProxyException) as refused:
-        run(other_replica.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+        run(other_replica.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
     assert refused.value.code == "429" and refused.value.headers["Retry-After"] == "1"
     run(policy.async_log_success_event({"litellm_params": {"metadata": admitted[0]["metadata"]}}, None, 0, 0))
-    assert run(other_replica.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+    assert run(other_replica.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
 
 
 def _admit_globex_to_its_limit(policy) -> list[dict]:
-    admitted = [run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+    admitted = [run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
                 for _ in range(3)]
     with pytest.raises(ProxyException):
-        run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
     return admitted
 
 
 def test_a_response_releases_its_slot_before_it_is_sent(policy):
     admitted = _admit_globex_to_its_limit(policy)
     assert run(policy.async_post_call_success_hook(admitted[0], key("globex"), object())) is None  # response unchanged
-    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
 
 
 def test_a_stream_releases_its_slot_when_litellm_logs_its_end(policy):
     admitted = _admit_globex_to_its_limit(policy)
     run(policy.async_log_success_event({"litellm_params": {"metadata": admitted[0]["metadata"]}}, None, 0, 0))
-    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
 
 
 def test_a_failed_request_releases_its_slot(policy):
     admitted = _admit_globex_to_its_limit(policy)
     run(policy.async_post_call_failure_hook(admitted[0], RuntimeError("engine gone"), key("globex")))
-    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
 
 
 def test_a_request_litellm_retries_on_a_fallback_holds_one_claim_and_leaves_none(policy, redis_url):
@@ -117,9 +159,9 @@ def test_a_request_litellm_retries_on_a_fallback_holds_one_claim_and_leaves_none
 
     async def one_request_refused_by_litellm_after_fallbacks() -> None:
         first = {"model": "micro", "prompt": "x"}
-        await policy.async_pre_call_hook(key("globex"), None, first, "c")
+        await policy.async_pre_call_hook(key("globex"), None, first, "atext_completion")
         for fallback in ("micro", "micro"):  # the copies LiteLLM retries (here: the same engine again)
-            await policy.async_pre_call_hook(key("globex"), None, {"model": fallback, "prompt": "x"}, "c")
+            await policy.async_pre_call_hook(key("globex"), None, {"model": fallback, "prompt": "x"}, "atext_completion")
             tenant_entries = redis.Redis.from_url(redis_url).zcard(ledger.tenant_set("globex"))
             assert tenant_entries == 1, "each retry must give back what the previous attempt took"
         await policy.async_post_call_failure_hook(first, RuntimeError("rate limited"), key("globex"))
@@ -137,7 +179,7 @@ def _release_soon_and_ask(policy, admitted: list[dict]) -> dict:
 
         releasing = asyncio.ensure_future(release())
         try:
-            return await policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c")
+            return await policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion")
         finally:
             await releasing
 
@@ -164,7 +206,7 @@ def test_a_flood_beyond_the_limit_is_refused_at_once_beyond_one_waiter_per_slot(
 
     async def flood():
         asks = [asyncio.ensure_future(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"},
-                                                                 "c")) for _ in range(5)]
+                                                                 "atext_completion")) for _ in range(5)]
         done: set = set()
         while len(done) < 2:
             finished, _ = await asyncio.wait(asks, timeout=60, return_when=asyncio.FIRST_COMPLETED)
@@ -186,7 +228,7 @@ def test_losing_every_race_is_a_429_not_an_overcommit(policy, monkeypatch):
 
     monkeypatch.setattr(policy.ledger, "claim_or_full", always_taken)
     with pytest.raises(ProxyException) as refused:
-        run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
     assert refused.value.code == "429" and "slots were taken" in refused.value.message
 
 
@@ -201,7 +243,7 @@ def test_losing_the_tenants_own_last_slot_to_another_replica_is_its_own_limit_no
 
     monkeypatch.setattr(policy.ledger, "claim_or_full", another_replica_first)
     with pytest.raises(ProxyException) as refused:
-        run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
     assert f"has {limit} requests in flight, its limit is {limit}" in refused.value.message
     assert tp.SHED_HEADER not in (refused.value.headers or {})  # not a capacity shed
 
@@ -209,24 +251,24 @@ def test_losing_the_tenants_own_last_slot_to_another_replica_is_its_own_limit_no
 def test_reserved_slots_stay_free_for_their_owner(policy):
     # tiny runs 8 sequences; acme reserves 4 of them; globex (3) and initech (4) share the other 4.
     for _ in range(3):
-        run(policy.async_pre_call_hook(key("globex"), None, {"model": "globex-legal", "prompt": "x"}, "c"))
-    run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("globex"), None, {"model": "globex-legal", "prompt": "x"}, "atext_completion"))
+    run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     with pytest.raises(ProxyException) as refused:
-        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert "unreserved slots are busy" in refused.value.message
     for _ in range(4):
-        run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
 
 
 def test_a_saturated_engine_sheds_spot_first(policy):
     policy.metrics._states["tiny"] = seen(8, 2, 0.5, at=time.time())
     with pytest.raises(ProxyException) as refused:
-        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert refused.value.code == "429" and "spot traffic paused" in refused.value.message
     assert refused.value.headers["Retry-After"] == "10"
     assert refused.value.headers[tp.SHED_HEADER] == "saturated"
-    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
-    assert run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
+    assert run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
 
 
 def test_spot_pauses_after_any_other_tier_arrives_across_replicas(policy, redis_url):
@@ -235,18 +277,18 @@ def test_spot_pauses_after_any_other_tier_arrives_across_replicas(policy, redis_
     set_admission(policy, spot_pause_after_others_seconds=0.6)
     replica = tp.TenantPolicy(policy.settings, redis=aioredis.from_url(redis_url), metrics=policy.metrics)
     spot = {"model": "tiny", "prompt": "x"}
-    assert run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "c"))  # nobody else yet
+    assert run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "atext_completion"))  # nobody else yet
     for other in ("acme", "globex"):
-        run(policy.async_pre_call_hook(key(other), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key(other), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
         with pytest.raises(ProxyException) as refused:
-            run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "c"))
+            run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "atext_completion"))
         assert refused.value.code == "429" and refused.value.headers["Retry-After"] == "1"
         assert "engine tiny serving guaranteed or best-effort traffic" in refused.value.message
         assert refused.value.headers[tp.SHED_HEADER] == "others-active"
         if other == "acme":  # only the engine the others asked for pauses
-            assert run(policy.async_pre_call_hook(key("initech"), None, {"model": "micro", "prompt": "x"}, "c"))
+            assert run(policy.async_pre_call_hook(key("initech"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
         time.sleep(0.7)  # the pause has run out
-        assert run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "c"))
+        assert run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "atext_completion"))
 
 
 def test_a_refused_guaranteed_request_still_pauses_spot(policy, redis_url):
@@ -254,11 +296,11 @@ def test_a_refused_guaranteed_request_still_pauses_spot(policy, redis_url):
 
     set_admission(policy, spot_pause_after_others_seconds=30, wait_at_concurrency_limit_seconds=0)
     for _ in range(4):
-        run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     client = redis.Redis.from_url(redis_url)
     client.delete(ledger.others_recent_key("tiny"))
     with pytest.raises(ProxyException):  # acme at its limit: refused, and still marks the engine
-        run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert client.exists(ledger.others_recent_key("tiny"))
 
 
@@ -272,10 +314,10 @@ def test_failing_metrics_refuse_spot_but_never_guaranteed(policy):
     policy.metrics.client = httpx.AsyncClient(timeout=0.2)
     before = {tier: failsafe("tiny", tier, "metrics") for tier in ("guaranteed", "best-effort", "spot")}
     with pytest.raises(ProxyException) as refused:
-        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert "metrics unavailable" in refused.value.message
-    assert run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "c"))
-    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     # Each decision taken on an unknown load counts, whatever it decided (GatewayPolicyFailSafe reads it).
     assert {tier: failsafe("tiny", tier, "metrics") - n for tier, n in before.items()} == \
         {"guaranteed": 1, "best-effort": 1, "spot": 1}
@@ -293,7 +335,7 @@ def test_an_engine_idle_for_a_while_is_scraped_again_before_spot_is_judged(polic
         return 0.0, 0.0, 0.0, time.time()
 
     policy.metrics._fetch = fetch
-    assert run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert scrapes == ["tiny"]
 
 
@@ -305,11 +347,11 @@ def test_spot_is_judged_on_the_engines_load_now_best_effort_on_a_recent_one(poli
         return 8.0, 6.0, 0.5, time.time()
 
     policy.metrics._fetch = busy_now
-    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "c"))
+    assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     run(policy.metrics._refreshes["tiny"])  # the refresh globex's request started in the background
     policy.metrics._states["tiny"] = seen(0, 0, 0.0, at=time.time() - 3)
     with pytest.raises(ProxyException) as refused:
-        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert refused.value.headers[tp.SHED_HEADER] == "saturated"
 
 
@@ -324,7 +366,7 @@ def test_spot_is_refused_as_unknown_when_the_scrape_it_waited_for_fails(policy):
 
     policy.metrics._fetch = too_busy_to_answer
     with pytest.raises(ProxyException) as refused:
-        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "c"))
+        run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert refused.value.headers[tp.SHED_HEADER] == "metrics"
 
 
@@ -340,7 +382,7 @@ def test_a_guaranteed_request_never_waits_for_a_scrape_however_old_the_state(pol
     policy.metrics._fetch = unanswered
     try:
         assert run(asyncio.wait_for(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"},
-                                                               "c"), timeout=30))
+                                                               "atext_completion"), timeout=30))
     finally:
         answer.set()
         run(policy.metrics._refreshes["tiny"])
