@@ -64,6 +64,7 @@ bench: venv
 	$(BIN)/python benchmarks/render.py
 	$(BIN)/python benchmarks/local_up.py
 	$(BIN)/python benchmarks/gateway_policy.py
+	$(BIN)/python benchmarks/front_door.py
 	$(BIN)/python benchmarks/noisy_neighbour.py
 
 # Regenerate docs/platform.md's spec reference after changing the spec's models (tenantry/spec/).
