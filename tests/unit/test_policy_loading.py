@@ -18,7 +18,8 @@ from tenantry.stacks import plan_stack
 from tests.unit.policy_plugin import plugin
 
 GATEWAY = Path(plugin.__file__).parent
-IN_THE_LITELLM_IMAGE = {"httpx", "litellm", "prometheus_client", "redis"}
+# orjson: a requirement of litellm[proxy] 1.108.7 (and of the image's requirements.txt).
+IN_THE_LITELLM_IMAGE = {"httpx", "litellm", "orjson", "prometheus_client", "redis"}
 NEIGHBOURS = {Path(name).stem for name in PLUGIN_FILES}
 
 
