@@ -35,11 +35,14 @@ def supervisorctl(layout: Layout, *args: str, check: bool = True) -> str:
 
 
 def crashes(layout: Layout) -> list[str]:
-    """Processes of the stack that died of a signal, as supervisord logged them (the gate's tests
-    and benchmarks/gateway_soak.py count LiteLLM's crashes by them)."""
+    """Processes of the stack that died of a signal nobody asked supervisord for, as it logged them (the
+    gate's tests and benchmarks/gateway_soak.py count LiteLLM's crashes by them). A stop supervisord was
+    asked for (the gate's stop-engine, `tenantry local down`) is logged "stopped: NAME (terminated by
+    SIGKILL)" when the program outlived its stop wait: a stop, not a crash (supervisor's
+    Subprocess.finish writes "stopped:" only for a stop request, "exited:" otherwise)."""
     log = layout.logs / "supervisord.log"
     text = log.read_text(errors="replace") if log.exists() else ""
-    return [line for line in text.splitlines() if "terminated by SIG" in line]
+    return [line for line in text.splitlines() if "exited: " in line and "terminated by SIG" in line]
 
 
 def supervisor_running(layout: Layout) -> int | None:

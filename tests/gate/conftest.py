@@ -53,12 +53,12 @@ def gate_stack(request) -> Layout:
 
 @pytest.fixture
 def gate(gate_stack: Layout, tmp_path: Path):
-    """Runs `tenantry gate` against the test stack, once more if a stack process crashed meanwhile
-    (live_stacks.gate_run_again_if_a_process_crashed)."""
+    """Runs `tenantry gate` against the test stack; a stack process crashing meanwhile fails the test
+    (live_stacks.gate_run_failing_on_a_crash)."""
 
     def run(scenario: str, *extra: str) -> GateRun:
-        def attempt(number: int) -> tuple[GateRun, str, Path]:
-            out = tmp_path / f"{scenario}-{number}" if number > 1 else tmp_path / scenario
+        def once() -> tuple[GateRun, str, Path]:
+            out = tmp_path / scenario
             done = subprocess.run([str(TENANTRY), "gate", str(STACK), "--scenario", scenario, "--short", "--out",
                                    str(out), "--dir", str(gate_stack.root), "--port-base", str(gate_stack.port_base),
                                    *extra], capture_output=True, text=True, timeout=900, check=False,
@@ -67,6 +67,6 @@ def gate(gate_stack: Layout, tmp_path: Path):
             print(output)  # shown when a test fails
             return GateRun(done.returncode, output, out), output, out
 
-        return live_stacks.gate_run_again_if_a_process_crashed(live_stacks.GATE, attempt)
+        return live_stacks.gate_run_failing_on_a_crash(live_stacks.GATE, once)
 
     return run

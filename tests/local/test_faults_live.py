@@ -32,11 +32,11 @@ READY_WITHIN_SECONDS = 240
 
 
 def _gate(stack, tmp_path, scenario: str) -> tuple[int, str, dict, object]:
-    """The scenario's exit code, output, verdict and folder, once every gateway serves again; run once
-    more if a process of the stack crashed meanwhile (live_stacks.gate_run_again_if_a_process_crashed)."""
+    """The scenario's exit code, output, verdict and folder, once every gateway serves again; a process of
+    the stack crashing meanwhile fails the test (live_stacks.gate_run_failing_on_a_crash)."""
 
-    def attempt(number: int):
-        out = tmp_path / (scenario if number == 1 else f"{scenario}-{number}")
+    def once():
+        out = tmp_path / scenario
         try:
             done = run_tenantry(stack, "gate", str(SPEC), "--scenario", scenario, "--short", "--out", str(out),
                                 timeout=900)
@@ -47,7 +47,7 @@ def _gate(stack, tmp_path, scenario: str) -> tuple[int, str, dict, object]:
         assert (out / "verdict.json").exists(), output
         return (done.returncode, done.stdout, json.loads((out / "verdict.json").read_text()), out), output, out
 
-    return live_stacks.gate_run_again_if_a_process_crashed(live_stacks.TESTS, attempt)
+    return live_stacks.gate_run_failing_on_a_crash(live_stacks.TESTS, once)
 
 
 def _records(out) -> list[dict]:
