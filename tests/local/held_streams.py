@@ -1,74 +1,162 @@
-"""Slots of an engine held by long streams, for the live tests that fill an engine and probe admission."""
+"""Slots of an engine held by long streams, for the live tests that fill an engine and probe admission.
+
+The tiny engine writes a whole 1,800-token stream in about three seconds, so streams left to run end while the
+test is still opening the others or probing (CI: "held stream 1 ended before its first token", every holder
+answered 200). Here the engine is held still instead: its scheduler and worker processes are paused (SIGSTOP)
+while the streams are opened, resumed until vLLM's own gauge shows every stream running in one batch, and
+paused again for the probe. Paused, no stream can end; the engine's API server keeps answering (metrics,
+health), so the gateway sees a live engine whose slots are all taken. Nothing here waits on how fast the
+machine is: each wait is for a state the engine or the client reports, bounded, and names what it saw."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
+from pathlib import Path
 
 import httpx
-import pytest
 
 from tenantry.gateway import tenant_policy as tp
+from tenantry.local.supervisor import program_pid
+from tenantry.local.layout import engine_process
+
+WAIT_SECONDS = 120
+"""The bound on each wait below (a loaded two-core machine takes seconds, not minutes, for any of them)."""
+
+ADDED = "Added request "
+"""What vLLM's API server logs once a request is handed to its scheduler (with --enable-log-requests, which the
+tests' stack runs with)."""
+
+
+def scheduler_processes(layout, engine: str) -> list[int]:
+    """The engine's scheduler and worker processes (vLLM names them VLLM::EngineCore, VLLM::Worker): what
+    generates tokens. The API server, their parent, is left running."""
+    group = program_pid(layout, engine_process(engine))
+    assert group, f"engine {engine} is not running"
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            title = (stat.parent / "cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[2]) == group and title.startswith(b"VLLM::"):  # fields[2]: the process group
+            found.append(int(stat.parent.name))
+    assert found, f"engine {engine} has no VLLM:: processes in its group {group}"
+    return found
+
+
+def _count_from(log: Path, offset: int) -> int:
+    with log.open("rb") as file:
+        file.seek(offset)
+        return file.read().count(ADDED.encode())
 
 
 class HeldStreams:
-    """Long streams to tiny opened at once, each read to its end on a thread of its own (a reader dropped closes
-    its stream, and the gateway frees its slot); entering returns once every one has had its first token.
-    A held stream still ends when vLLM has generated its tokens, whether or not anyone reads them: `ended`
-    tells whether one did before the probe was over, which then proves nothing about a full engine (CI: a
-    probe admitted while one of three spot holders had, presumably, finished)."""
+    """Long streams to one engine, every one running on it and none able to end until the block is left.
+    Each stream is read on a thread of its own; its status, first token and end (or error) are recorded, so a
+    failure says what each holder saw."""
 
-    BODY = {"model": "tiny", "messages": [{"role": "user", "content": "hold"}], "max_tokens": 1800,
-            "ignore_eos": True, "stream": True}
+    BODY = {"messages": [{"role": "user", "content": "hold"}], "max_tokens": 1800, "ignore_eos": True,
+            "stream": True}
 
-    def __init__(self, clients: list[httpx.Client]):
-        self.clients = clients
-        self.responses: list[httpx.Response | None] = [None] * len(clients)
+    def __init__(self, stack, engine: str, clients: list[httpx.Client]):
+        self.stack, self.engine, self.clients = stack, engine, clients
+        self.status: list[int | None] = [None] * len(clients)
+        self.headers: list[httpx.Headers | None] = [None] * len(clients)
+        self.error: list[str | None] = [None] * len(clients)
         self.started = [threading.Event() for _ in clients]
         self.done = [threading.Event() for _ in clients]
-        self.closing = False
+        self.responses: list[httpx.Response | None] = [None] * len(clients)
         self.threads = [threading.Thread(target=self._hold, args=(i,), daemon=True) for i in range(len(clients))]
+        self.paused: list[int] = []
 
     def _hold(self, i: int) -> None:
         try:
-            with self.clients[i].stream("POST", "/v1/chat/completions", json=self.BODY) as response:
-                self.responses[i] = response
+            with self.clients[i].stream("POST", "/v1/chat/completions",
+                                        json={"model": self.engine, **self.BODY}) as response:
+                self.responses[i], self.status[i], self.headers[i] = response, response.status_code, response.headers
                 for line in response.iter_lines():
                     if '"content"' in line:
                         self.started[i].set()
-        except httpx.HTTPError:
-            pass  # closed by __exit__
+                    elif '"error"' in line:
+                        self.error[i] = line[:300]
+                if response.status_code != 200:
+                    self.error[i] = response.read().decode(errors="replace")[:300]
+        except httpx.HTTPError as error:
+            self.error[i] = self.error[i] or f"{type(error).__name__}: {error}"  # closed by __exit__, or a fault
         finally:
             self.done[i].set()
-            self.started[i].set()
+
+    def told(self) -> str:
+        return "; ".join(f"holder {i}: status {self.status[i]}, first token {self.started[i].is_set()}, "
+                         f"ended {self.done[i].is_set()}, error {self.error[i]}" for i in range(len(self.clients)))
+
+    def _pause(self) -> None:
+        self.paused = scheduler_processes(self.stack.layout, self.engine)
+        for pid in self.paused:
+            os.kill(pid, signal.SIGSTOP)
+
+    def _resume(self) -> None:
+        for pid in self.paused:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.paused = []
+
+    def _wait(self, what: str, condition) -> None:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not condition():
+            ended = [i for i, done in enumerate(self.done) if done.is_set()]
+            assert not ended, f"waiting until {what}, holders {ended} ended: {self.told()}"
+            assert time.monotonic() < deadline, f"not seen in {WAIT_SECONDS} s: {what}; {self.told()}"
+            time.sleep(0.01)
+
+    def _added_since(self, offset: int) -> int:
+        """Requests handed to the scheduler since the engine's log had `offset` bytes (read from there on: the
+        log of a stack that logs request bodies runs to megabytes)."""
+        log = self.stack.layout.logs / f"engine-{self.engine}.log"
+        rotated = 0
+        if log.stat().st_size < offset:  # supervisord rotated it meanwhile: the rest of the old one, the new whole
+            rotated, offset = _count_from(log.with_name(log.name + ".1"), offset), 0
+        return rotated + _count_from(log, offset)
 
     def __enter__(self) -> HeldStreams:
-        for thread in self.threads:
-            thread.start()
-        for i, started in enumerate(self.started):
-            assert started.wait(120) and not self.done[i].is_set(), f"held stream {i} ended before its first token"
-            response = self.responses[i]
-            assert response is not None and response.status_code == 200, response
-            assert tp.REROUTE_HEADER not in response.headers, response.headers[tp.REROUTE_HEADER]
+        count = len(self.clients)
+        log_offset = (self.stack.layout.logs / f"engine-{self.engine}.log").stat().st_size
+        self._pause()  # the streams queue at the engine, none runs yet
+        try:
+            for thread in self.threads:
+                thread.start()
+            self._wait(f"the engine's API server has handed {count} requests to its paused scheduler",
+                       lambda: self._added_since(log_offset) >= count)
+            self._resume()  # they are all waiting, so the scheduler's first step runs them in one batch
+            self._wait(f"vLLM runs {count} sequences",
+                       lambda: self.stack.engine_metric(self.engine, "vllm:num_requests_running") >= count)
+            self._pause()
+            running = self.stack.engine_metric(self.engine, "vllm:num_requests_running")  # as the pause found it
+            assert running == count, f"vLLM runs {running} sequences where {count} are held: {self.told()}"
+            self._wait("every holder has its first token", lambda: all(s.is_set() for s in self.started))
+        except BaseException:
+            self.__exit__()
+            raise
+        for i in range(count):
+            assert self.status[i] == 200, self.told()
+            assert tp.REROUTE_HEADER not in self.headers[i], f"holder {i}: {self.headers[i][tp.REROUTE_HEADER]}"
         return self
 
-    @property
-    def ended(self) -> bool:
-        return any(done.is_set() for done in self.done)
-
     def __exit__(self, *_exc) -> None:
+        self._resume()  # never left paused, whatever happened
         for response in self.responses:
             if response is not None:
                 response.close()
         for thread in self.threads:
             thread.join(30)
 
-
-def while_held(clients: list[httpx.Client], probe, tries: int = 3):
-    """probe(held) with the clients' streams held open, again with fresh ones while a held one ended first."""
-    for _ in range(tries):
-        with HeldStreams(clients) as held:
-            result = probe(held)
-            ended = held.ended
-        if not ended:
-            return result
-    pytest.fail(f"in {tries} tries a held stream of {len(clients)} ended before the probe was over")
+    def still_held(self) -> None:
+        """Called at the end of a probe: no holder ended while it ran (the engine was paused throughout)."""
+        ended = [i for i, done in enumerate(self.done) if done.is_set()]
+        assert not ended, f"holders {ended} ended while the engine was paused: {self.told()}"
