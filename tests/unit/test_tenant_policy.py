@@ -171,31 +171,45 @@ def test_a_request_litellm_retries_on_a_fallback_holds_one_claim_and_leaves_none
     assert [k for k in client.keys("*inflight*") if client.zcard(k)] == []
 
 
-def _release_soon_and_ask(policy, admitted: list[dict]) -> dict:
+def _release_once_full_and_ask(policy, admitted: list[dict]) -> dict:
+    """globex asks once more; the first of its admitted requests ends (its logging event) as soon as the ask has
+    found the limit full, not after a guess at how long that takes."""
+    real_decide = policy._decide
+
     async def both():
+        found_full = asyncio.Event()
+
+        async def decide(*args, **kwargs):
+            decision = await real_decide(*args, **kwargs)
+            if decision.reason == "concurrency":
+                found_full.set()
+            return decision
+
         async def release():
-            await asyncio.sleep(0.05)  # a stream's logging event, just after its last byte
+            await found_full.wait()
             await policy.async_log_success_event({"litellm_params": {"metadata": admitted[0]["metadata"]}}, None, 0, 0)
 
+        policy._decide = decide
         releasing = asyncio.ensure_future(release())
         try:
             return await policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion")
         finally:
-            await releasing
+            await asyncio.wait_for(releasing, 60)
+            policy._decide = real_decide
 
     return run(both())
 
 
 def test_at_its_limit_a_tenant_waits_briefly_for_a_slot(policy):
     admitted = _admit_globex_to_its_limit(policy)  # the fourth is refused after the wait: nothing ended meanwhile
-    assert _release_soon_and_ask(policy, admitted)["metadata"][tp.REQUEST_ID]
+    assert _release_once_full_and_ask(policy, admitted)["metadata"][tp.REQUEST_ID]
 
 
 def test_without_a_wait_the_limit_refuses_at_once(policy):
     set_admission(policy, wait_at_concurrency_limit_seconds=0)
     admitted = _admit_globex_to_its_limit(policy)
     with pytest.raises(ProxyException) as refused:
-        _release_soon_and_ask(policy, admitted)
+        _release_once_full_and_ask(policy, admitted)
     assert "its limit is 3" in refused.value.message
     assert tp.SHED_HEADER not in refused.value.headers  # the tenant's own limit, not a shed for capacity
 
@@ -272,6 +286,7 @@ def test_a_saturated_engine_sheds_spot_first(policy):
 
 
 def test_spot_pauses_after_any_other_tier_arrives_across_replicas(policy, redis_url):
+    import redis
     import redis.asyncio as aioredis
 
     set_admission(policy, spot_pause_after_others_seconds=0.6)
@@ -287,7 +302,11 @@ def test_spot_pauses_after_any_other_tier_arrives_across_replicas(policy, redis_
         assert refused.value.headers[tp.SHED_HEADER] == "others-active"
         if other == "acme":  # only the engine the others asked for pauses
             assert run(policy.async_pre_call_hook(key("initech"), None, {"model": "micro", "prompt": "x"}, "atext_completion"))
-        time.sleep(0.7)  # the pause has run out
+        # The pause is the mark's life in Redis, shared by the replicas: set for the pause's 600 ms. Its end is
+        # Redis expiring the mark, done here at once rather than waited for (no test waits on a timer).
+        mark = redis.Redis.from_url(redis_url)
+        assert 0 < mark.pttl(ledger.others_recent_key("tiny")) <= 600
+        mark.delete(ledger.others_recent_key("tiny"))
         assert run(replica.async_pre_call_hook(key("initech"), None, dict(spot), "atext_completion"))
 
 
