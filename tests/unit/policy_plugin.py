@@ -83,3 +83,32 @@ def failsafe(engine: str, tier: str, cause: str) -> float:
 def seen(running, waiting, kv_usage, *, at):  # noqa: ANN001, ANN201
     """An engine state sampled, and fetched, at `at`."""
     return engine_metrics.EngineState(running=running, waiting=waiting, kv_usage=kv_usage, sampled_at=at, fetched_at=at)
+
+
+def release_once_full_and_ask(policy, admitted: list[dict]) -> dict:  # noqa: ANN001 - the plugin's instance
+    """globex asks once more; the first of its admitted requests ends (its logging event) as soon as the ask has
+    found the limit full, not after a guess at how long that takes."""
+    real_decide = policy._decide
+
+    async def both():
+        found_full = asyncio.Event()
+
+        async def decide(*args, **kwargs):
+            made = await real_decide(*args, **kwargs)
+            if made.reason == "concurrency":
+                found_full.set()
+            return made
+
+        async def release():
+            await found_full.wait()
+            await policy.async_log_success_event({"litellm_params": {"metadata": admitted[0]["metadata"]}}, None, 0, 0)
+
+        policy._decide = decide
+        releasing = asyncio.ensure_future(release())
+        try:
+            return await policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion")
+        finally:
+            await asyncio.wait_for(releasing, 60)
+            policy._decide = real_decide
+
+    return run(both())

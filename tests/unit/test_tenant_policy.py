@@ -12,7 +12,7 @@ import time
 import pytest
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
-from tests.unit.policy_plugin import errors, failsafe, key, ledger, metrics, run, seen
+from tests.unit.policy_plugin import errors, failsafe, key, ledger, metrics, release_once_full_and_ask, run, seen
 from tests.unit.policy_plugin import plugin as tp
 
 
@@ -171,45 +171,16 @@ def test_a_request_litellm_retries_on_a_fallback_holds_one_claim_and_leaves_none
     assert [k for k in client.keys("*inflight*") if client.zcard(k)] == []
 
 
-def _release_once_full_and_ask(policy, admitted: list[dict]) -> dict:
-    """globex asks once more; the first of its admitted requests ends (its logging event) as soon as the ask has
-    found the limit full, not after a guess at how long that takes."""
-    real_decide = policy._decide
-
-    async def both():
-        found_full = asyncio.Event()
-
-        async def decide(*args, **kwargs):
-            decision = await real_decide(*args, **kwargs)
-            if decision.reason == "concurrency":
-                found_full.set()
-            return decision
-
-        async def release():
-            await found_full.wait()
-            await policy.async_log_success_event({"litellm_params": {"metadata": admitted[0]["metadata"]}}, None, 0, 0)
-
-        policy._decide = decide
-        releasing = asyncio.ensure_future(release())
-        try:
-            return await policy.async_pre_call_hook(key("globex"), None, {"model": "micro", "prompt": "x"}, "atext_completion")
-        finally:
-            await asyncio.wait_for(releasing, 60)
-            policy._decide = real_decide
-
-    return run(both())
-
-
 def test_at_its_limit_a_tenant_waits_briefly_for_a_slot(policy):
     admitted = _admit_globex_to_its_limit(policy)  # the fourth is refused after the wait: nothing ended meanwhile
-    assert _release_once_full_and_ask(policy, admitted)["metadata"][tp.REQUEST_ID]
+    assert release_once_full_and_ask(policy, admitted)["metadata"][tp.REQUEST_ID]
 
 
 def test_without_a_wait_the_limit_refuses_at_once(policy):
     set_admission(policy, wait_at_concurrency_limit_seconds=0)
     admitted = _admit_globex_to_its_limit(policy)
     with pytest.raises(ProxyException) as refused:
-        _release_once_full_and_ask(policy, admitted)
+        release_once_full_and_ask(policy, admitted)
     assert "its limit is 3" in refused.value.message
     assert tp.SHED_HEADER not in refused.value.headers  # the tenant's own limit, not a shed for capacity
 
