@@ -57,6 +57,16 @@ class RunningStack:
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                    if line.startswith(name + "{") and f'model_name="{engine}"' in line)
 
+    def engine_served_since(self, engine: str, before: float, seconds: float = 10) -> float:
+        """How many requests the engine has finished since its vllm:request_success_total read `before`, once
+        it has moved: vLLM's output loop counts a request as it hands the answer over, so the count may trail
+        the answer the client holds by a step."""
+        deadline = time.monotonic() + seconds
+        while (now := self.engine_metric(engine, "vllm:request_success_total")) == before and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        return now - before
+
     def engine_log(self, engine: str) -> str:
         """The engine's log, with what supervisor has rotated away (oldest first)."""
         current = self.layout.logs / f"engine-{engine}.log"
@@ -103,11 +113,14 @@ class RunningStack:
         request and is kept in Redis as "{team:<id>}:window", expiring as the minute ends; a test after one
         that loaded a tenant would otherwise start with that tenant's TPM or RPM partly spent (CI, 22bfaeb:
         two of the hostile-tenant probes were answered 429 after the gate's scenarios spent acme's TPM)."""
+        started = time.monotonic()
+        deadline = started + 65  # a window lasts a minute
         with contextlib.closing(self._redis()) as client:
-            remaining = [client.ttl(key) for key in client.scan_iter(match="*:window")]
-        wait = max((ttl + 1 for ttl in remaining if ttl >= 0), default=0)  # TTLs are whole seconds, rounded down
-        time.sleep(wait)
-        return wait
+            # Redis expires each window as its minute ends: this polls for that, rather than sleeping a TTL.
+            while windows := [key for key in client.scan_iter(match="*:window") if client.ttl(key) != -1]:
+                assert time.monotonic() < deadline, f"rate windows still open after a minute: {windows}"
+                time.sleep(0.5)
+        return time.monotonic() - started
 
     def database_url(self) -> str:
         """LiteLLM's PostgreSQL database, as its gateways reach it."""

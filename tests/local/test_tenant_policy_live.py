@@ -110,9 +110,18 @@ def _metric_total(stack, name: str, **labels: str) -> float:
 
 
 def test_overrides_and_admissions_are_counted(stack):
-    assert _metric_total(stack, "tenantry_gateway_overrides_total", tenant="initech", field="priority") > 0
-    assert _metric_total(stack, "tenantry_gateway_admissions_total", tenant="acme", decision="admitted") > 0
-    assert _metric_total(stack, "tenantry_gateway_policy_seconds_count") > 0
+    """The counters move by what this test's own two requests caused (replica 0 serves both; nothing
+    else sends to the tests' stack meanwhile)."""
+    counters = {"overrides": ("tenantry_gateway_overrides_total", {"tenant": "initech", "field": "priority"}),
+                "admissions": ("tenantry_gateway_admissions_total", {"tenant": "acme", "decision": "admitted"}),
+                "decisions": ("tenantry_gateway_policy_seconds_count", {})}
+    before = {key: _metric_total(stack, name, **labels) for key, (name, labels) in counters.items()}
+    with stack.client("initech") as initech:
+        assert call(initech, "chat", False, "tiny", "counted", priority=-100).status_code == 200
+    with stack.client("acme") as acme:
+        assert call(acme, "chat", False, "tiny", "counted").status_code == 200
+    moved = {key: _metric_total(stack, name, **labels) - before[key] for key, (name, labels) in counters.items()}
+    assert moved["overrides"] == 1 and moved["admissions"] == 1 and moved["decisions"] >= 2, moved
 
 
 def _timed_stream(client: httpx.Client, model: str, max_tokens: int, results: list, spans: bool = False,
@@ -319,15 +328,20 @@ def test_a_request_its_engine_has_no_room_for_is_served_by_the_tenants_overload_
 
 def test_unknown_engine_load_pauses_spot_but_never_guaranteed(stack):
     with stack.engine_stopped("tiny"):
-        time.sleep(11)  # past metrics_max_age_seconds: the last scrape is now stale
+        # Past the Plan's metrics_max_age_seconds, the last sample of the stopped engine is stale: the
+        # effect under test is an age, so this wait is the test (tests/unit/test_test_rules.py allows it).
+        time.sleep(stack.up.plan.gateway.metrics_max_age_seconds + 1)
         with stack.client("initech") as initech:
             answer = initech.post("/v1/chat/completions", json={
                 "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
         assert answer.status_code == 429 and "metrics unavailable" in answer.text, answer.text
+        micro_served = stack.engine_metric("micro", "vllm:request_success_total")
         with stack.client("acme") as acme:
             answer = acme.post("/v1/chat/completions", json={
                 "model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
-        assert answer.status_code == 200, answer.text  # admitted, then served by the fallback engine
+        assert answer.status_code == 200, answer.text
+        # Admitted, then served by the fallback engine: micro counts it as its own, once.
+        assert stack.engine_served_since("micro", micro_served) == 1
 
 
 def test_streams_survive_the_plugin(stack):
