@@ -66,6 +66,9 @@ bench: venv
 	$(BIN)/python benchmarks/gateway_policy.py
 	$(BIN)/python benchmarks/front_door.py
 	$(BIN)/python benchmarks/noisy_neighbour.py
+	$(BIN)/python benchmarks/request_size.py
+	$(BIN)/python benchmarks/spot_frontier.py
+	$(BIN)/python benchmarks/gateway_soak.py --minutes 10
 
 # Regenerate docs/platform.md's spec reference after changing the spec's models (tenantry/spec/).
 docs: venv
