@@ -3,10 +3,13 @@
 The tiny engine writes a whole 1,800-token stream in about three seconds, so streams left to run end while the
 test is still opening the others or probing (CI: "held stream 1 ended before its first token", every holder
 answered 200). Here the engine is held still instead: its scheduler and worker processes are paused (SIGSTOP)
-while the streams are opened, resumed until vLLM's own gauge shows every stream running in one batch, and
-paused again for the probe. Paused, no stream can end; the engine's API server keeps answering (metrics,
-health), so the gateway sees a live engine whose slots are all taken. Nothing here waits on how fast the
-machine is: each wait is for a state the engine or the client reports, bounded, and names what it saw."""
+while the streams are opened, then let run in short bursts, paused between them, until vLLM's own gauge shows
+every stream running in one batch, and paused for the probe. The gauge is read only while the engine is paused:
+a reply from a busy API server can arrive seconds late (CI: the streams had all ended by the time a gauge read
+showed them running), and a paused engine makes no progress meanwhile. Paused, no stream can end; the engine's
+API server keeps answering (metrics, health), so the gateway sees a live engine whose slots are all taken.
+Nothing here waits on how fast the machine is: each wait is for a state the engine or the client reports,
+bounded, and names what it saw."""
 
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ from tenantry.local.supervisor import program_pid
 from tenantry.local.layout import engine_process
 
 WAIT_SECONDS = 120
+BURST_SECONDS = 0.05
+"""How long the engine runs between two looks at its gauge: a few dozen of a held stream's 1,800 tokens."""
 """The bound on each wait below (a loaded two-core machine takes seconds, not minutes, for any of them)."""
 
 ADDED = "Added request "
@@ -57,13 +62,17 @@ def _count_from(log: Path, offset: int) -> int:
 class HeldStreams:
     """Long streams to one engine, every one running on it and none able to end until the block is left.
     Each stream is read on a thread of its own; its status, first token and end (or error) are recorded, so a
-    failure says what each holder saw."""
+    failure says what each holder saw. With `queued`, that many of the streams are held waiting in the engine's
+    queue instead, the engine running the others (its max_num_seqs of them: a full engine with a queue); `extra`
+    adds fields to each stream's body (a priority, for streams sent straight to the engine)."""
 
     BODY = {"messages": [{"role": "user", "content": "hold"}], "max_tokens": 1800, "ignore_eos": True,
             "stream": True}
 
-    def __init__(self, stack, engine: str, clients: list[httpx.Client]):
+    def __init__(self, stack, engine: str, clients: list[httpx.Client], *, queued: int = 0,
+                 extra: dict | None = None):
         self.stack, self.engine, self.clients = stack, engine, clients
+        self.queued, self.extra = queued, extra or {}
         self.status: list[int | None] = [None] * len(clients)
         self.headers: list[httpx.Headers | None] = [None] * len(clients)
         self.error: list[str | None] = [None] * len(clients)
@@ -76,7 +85,7 @@ class HeldStreams:
     def _hold(self, i: int) -> None:
         try:
             with self.clients[i].stream("POST", "/v1/chat/completions",
-                                        json={"model": self.engine, **self.BODY}) as response:
+                                        json={"model": self.engine, **self.BODY, **self.extra}) as response:
                 self.responses[i], self.status[i], self.headers[i] = response, response.status_code, response.headers
                 for line in response.iter_lines():
                     if '"content"' in line:
@@ -107,6 +116,15 @@ class HeldStreams:
                 pass
         self.paused = []
 
+    def _burst(self) -> bool:
+        """The engine runs for BURST_SECONDS, then is paused again (True, for use in a condition)."""
+        self._resume()
+        try:
+            time.sleep(BURST_SECONDS)
+        finally:
+            self._pause()
+        return True
+
     def _wait(self, what: str, condition) -> None:
         deadline = time.monotonic() + WAIT_SECONDS
         while not condition():
@@ -115,7 +133,11 @@ class HeldStreams:
             assert time.monotonic() < deadline, f"not seen in {WAIT_SECONDS} s: {what}; {self.told()}"
             time.sleep(0.01)
 
-    def _added_since(self, offset: int) -> int:
+    def log_size(self) -> int:
+        """Where the engine's log ends now: an offset for added_since."""
+        return (self.stack.layout.logs / f"engine-{self.engine}.log").stat().st_size
+
+    def added_since(self, offset: int) -> int:
         """Requests handed to the scheduler since the engine's log had `offset` bytes (read from there on: the
         log of a stack that logs request bodies runs to megabytes)."""
         log = self.stack.layout.logs / f"engine-{self.engine}.log"
@@ -125,28 +147,35 @@ class HeldStreams:
         return rotated + _count_from(log, offset)
 
     def __enter__(self) -> HeldStreams:
-        count = len(self.clients)
-        log_offset = (self.stack.layout.logs / f"engine-{self.engine}.log").stat().st_size
+        count, runs = len(self.clients), len(self.clients) - self.queued
+        log_offset = self.log_size()
         self._pause()  # the streams queue at the engine, none runs yet
         try:
             for thread in self.threads:
                 thread.start()
             self._wait(f"the engine's API server has handed {count} requests to its paused scheduler",
-                       lambda: self._added_since(log_offset) >= count)
-            self._resume()  # they are all waiting, so the scheduler's first step runs them in one batch
-            self._wait(f"vLLM runs {count} sequences",
-                       lambda: self.stack.engine_metric(self.engine, "vllm:num_requests_running") >= count)
-            self._pause()
+                       lambda: self.added_since(log_offset) >= count)
+            # They are all waiting, so the scheduler's first step runs them in one batch.
+            self._wait(f"vLLM runs {runs} sequences and queues {self.queued}", lambda: self._burst() and (
+                self.stack.engine_metric(self.engine, "vllm:num_requests_running") >= runs
+                and self.stack.engine_metric(self.engine, "vllm:num_requests_waiting") >= self.queued))
             running = self.stack.engine_metric(self.engine, "vllm:num_requests_running")  # as the pause found it
-            assert running == count, f"vLLM runs {running} sequences where {count} are held: {self.told()}"
-            self._wait("every holder has its first token", lambda: all(s.is_set() for s in self.started))
+            waiting = self.stack.engine_metric(self.engine, "vllm:num_requests_waiting")
+            assert (running, waiting) == (runs, self.queued), \
+                f"vLLM runs {running} and queues {waiting} where {runs} and {self.queued} are held: {self.told()}"
+            self._wait(f"{runs} holders have their first token",
+                       lambda: sum(s.is_set() for s in self.started) >= runs or not self._burst())
         except BaseException:
             self.__exit__()
             raise
-        for i in range(count):
+        for i in (i for i in range(count) if self.started[i].is_set()):
             assert self.status[i] == 200, self.told()
             assert tp.REROUTE_HEADER not in self.headers[i], f"holder {i}: {self.headers[i][tp.REROUTE_HEADER]}"
         return self
+
+    def release(self) -> None:
+        """Let the engine run again with the streams still open: they finish in the engine's own order."""
+        self._resume()
 
     def __exit__(self, *_exc) -> None:
         self._resume()  # never left paused, whatever happened

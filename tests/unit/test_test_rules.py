@@ -19,6 +19,8 @@ WAITS_THAT_ARE_THE_EFFECT = {
         "`--since` counts whole seconds: the first request must fall a second after the period's start",
     ("local/test_budget_alert_live.py", "budget_warning"):
         "paces the requests of wait_for's poll, so the spend gauges are scraped between them",
+    ("local/held_streams.py", "_burst"):
+        "the engine's run between two looks at its gauge, each a step of _wait's poll: a pace, not a guess",
     ("unit/test_policy_front_door.py", "receive"):
         "a client that never sends its body; the front door's read time ends it",
 }
