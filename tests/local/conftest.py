@@ -107,8 +107,9 @@ class RunningStack:
             time.sleep(0.5)
         return held
 
-    def rate_windows_ended(self) -> float:
-        """Wait until every rate-limit window open now has ended, and return the seconds waited. LiteLLM's
+    def rate_windows_ended(self, *of: str) -> float:
+        """Wait until every rate-limit window open now (or those whose key names one of `of`: a team's id, a
+        key's hash) has ended, and return the seconds waited. LiteLLM's
         limiter counts a team's (and a key's) requests and tokens in a fixed minute that opens with its first
         request and is kept in Redis as "{team:<id>}:window", expiring as the minute ends; a test after one
         that loaded a tenant would otherwise start with that tenant's TPM or RPM partly spent (CI, 22bfaeb:
@@ -117,7 +118,8 @@ class RunningStack:
         deadline = started + 65  # a window lasts a minute
         with contextlib.closing(self._redis()) as client:
             # Redis expires each window as its minute ends: this polls for that, rather than sleeping a TTL.
-            while windows := [key for key in client.scan_iter(match="*:window") if client.ttl(key) != -1]:
+            while windows := [key for key in client.scan_iter(match="*:window") if client.ttl(key) != -1
+                              and (not of or any(name in key for name in of))]:
                 assert time.monotonic() < deadline, f"rate windows still open after a minute: {windows}"
                 time.sleep(0.5)
         return time.monotonic() - started

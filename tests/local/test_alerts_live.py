@@ -42,6 +42,8 @@ def test_prometheus_loads_every_rule_group_of_the_plan_and_evaluates_each_rule_w
             break
         time.sleep(3)
     assert {name: [r["name"] for r in rules] for name, rules in loaded.items()} == wanted
+    never = [r["name"] for rules in loaded.values() for r in rules if r["health"] == "unknown"]
+    assert never == [], "rules Prometheus never evaluated in 120 s"
     failing = {r["name"]: r.get("lastError") for rules in loaded.values() for r in rules if r["health"] == "err"}
     assert failing == {}
 
