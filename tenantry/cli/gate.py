@@ -48,6 +48,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "served (the local stack's is known; without it a remote run's spend is not reconciled)")
     gate.add_argument("--tenant", metavar="NAME", help="the tenant a scenario pushes (default: the first of the tier)")
     gate.add_argument("--short", action="store_true", help="the CI version: every scenario in two minutes or less")
+    gate.add_argument("--latency", choices=("judged", "reported"), default="judged",
+                      help="judged: each tenant's latency against its SLO decides the verdict (default); reported: "
+                      "shown beside the SLO, judged only as a ratio within the run (the tests' choice on a shared "
+                      "machine)")
     gate.add_argument("--side-by-side", action="store_true",
                       help="local stack only: run again through plain LiteLLM (no policy, first come first served) "
                       "and compare")
@@ -66,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         prepared = prepare(args.stack, args.scenario, short=args.short, tenant=args.tenant,
-                           repeat_prompts=args.repeat_prompts)
+                           repeat_prompts=args.repeat_prompts, latency_judged=args.latency == "judged")
         out = _out(args, prepared)
         passed = gate(prepared, _targets(args, prepared), out=out, short=args.short, tenant=args.tenant,
                       console=stdout_console())

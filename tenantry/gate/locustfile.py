@@ -35,8 +35,8 @@ from tenantry.stacks import plan_stack
 RUN = json.loads(Path(os.environ["TENANTRY_GATE_RUN"]).read_text(encoding="utf-8"))
 OUT = Path(RUN["out"])
 PLAN: Plan = plan_stack(Path(RUN["stack"]))
-SCENARIO: Scenario = with_stage_seconds(
-    build_scenario(RUN["scenario"], PLAN, short=RUN["short"], tenant=RUN.get("tenant")), RUN.get("stage_seconds"))
+SCENARIO: Scenario = replace(with_stage_seconds(build_scenario(RUN["scenario"], PLAN, short=RUN["short"],
+    tenant=RUN.get("tenant")), RUN.get("stage_seconds")), latency_judged=RUN.get("latency_judged", True))
 KEYS: dict[str, str] = json.loads(Path(RUN["keys"]).read_text(encoding="utf-8"))
 PRICES: dict[str, ModelPrice] = model_prices(PLAN)
 GATEWAYS: list[str] = RUN["gateways"]

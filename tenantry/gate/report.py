@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tenantry.gate.records import REQUESTS_CSV, Record
-from tenantry.gate.verdict import TenantFigures, percentile
+from tenantry.gate.verdict import TenantFigures, ms, percentile
 
 WINDOW_SECONDS = 10.0
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -32,11 +32,6 @@ class RunView:
     records: list[Record]
     verdict: dict
     """verdict.json as written by the quitting listener."""
-
-
-def ms(value: float | None) -> str:
-    """Seconds as whole milliseconds, or a dash."""
-    return "—" if value is None else f"{value * 1000:,.0f}"
 
 
 def _windows(records: list[Record], seconds: float) -> list[float]:
@@ -128,7 +123,7 @@ def _tenant_table(tenants: dict[str, dict]) -> str:
             f"<td>{'—' if f.cached_share is None else f'{f.cached_share:.0%}'}</td>"
             f"<td>{ms(f.itl_p95)} / {ms(f.slo_itl_p95)}</td><td>{ms(f.e2e_p95)}</td>"
             f"<td>{f.output_tokens_per_s:.1f}</td><td>{f.goodput:.2f}</td><td>{verdict}</td>"
-            f"<td>{html.escape('; '.join(f.reasons))}</td></tr>")
+            f"<td>{html.escape('; '.join([*f.reasons, *(f'{n} (reported, not judged)' for n in f.notes)]))}</td></tr>")
     return ("<table><tr><th>tenant</th><th>tier</th><th>sent</th><th>ok</th><th>quota 429</th><th>shed 429</th>"
             "<th>errors / SLO</th><th>TTFT p50 ms</th><th>TTFT p95 ms / SLO</th><th>prompt cached</th>"
             "<th>ITL p95 ms / SLO</th>"

@@ -23,9 +23,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tenantry.gate.records import RUN_JSON, VERDICT_JSON, WARM_UP_JSONL, Record, read_records, write_jsonl
-from tenantry.gate.report import RunView, load_cell, ms, tier_tokens, ttft_comparison, write_report
+from tenantry.gate.report import RunView, load_cell, tier_tokens, ttft_comparison, write_report
 from tenantry.gate.scenario_model import Scenario
 from tenantry.gate.target import GateError, Target, read_keys
+from tenantry.gate.verdict import ms
 from tenantry.plan.model import Plan
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
@@ -46,9 +47,10 @@ class Prepared:
 
 
 def prepare(stack: str, scenario_name: str, *, short: bool, tenant: str | None,
-            repeat_prompts: bool = False) -> Prepared:
+            repeat_prompts: bool = False, latency_judged: bool = True) -> Prepared:
     """The stack's plan (it must fit) and the scenario built from it, before any target is made;
-    `repeat_prompts` sends every earlier run's prompts instead of the run's own (Scenario.repeat_prompts)."""
+    `repeat_prompts` sends every earlier run's prompts instead of the run's own (Scenario.repeat_prompts);
+    `latency_judged` False reports latency against the SLOs without judging it (Scenario.latency_judged)."""
     from tenantry.gate.scenario_model import ScenarioError
     from tenantry.gate.scenarios import scenario as build_scenario
     from tenantry.stacks import plan_stack, require_fit, stack_path
@@ -59,8 +61,7 @@ def prepare(stack: str, scenario_name: str, *, short: bool, tenant: str | None,
         scenario = build_scenario(scenario_name, plan, short=short, tenant=tenant)
     except ScenarioError as error:
         raise GateError(str(error)) from None
-    if repeat_prompts:
-        scenario = replace(scenario, repeat_prompts=True)
+    scenario = replace(scenario, repeat_prompts=repeat_prompts, latency_judged=latency_judged)
     return Prepared(stack_file, plan, scenario)
 
 
@@ -126,7 +127,8 @@ def run_locust(prepared: Prepared, target: Target, out: Path, short: bool, tenan
                 "gateways": target.gateways, "keys": str(target.keys_file.resolve()), "out": str(out.resolve()),
                 "fault_commands": target.fault_commands, "label": target.label,
                 "stage_seconds": [stage.seconds for stage in scenario.stages],  # as run, if a caller stretched one
-                "prompt_seed": prompt_seed(scenario), "engine_metrics": target.engine_metrics}
+                "prompt_seed": prompt_seed(scenario), "engine_metrics": target.engine_metrics,
+                "latency_judged": scenario.latency_judged}
     (out / RUN_JSON).write_text(json.dumps(settings, indent=1), encoding="utf-8")
     (out / VERDICT_JSON).unlink(missing_ok=True)
     env = {**os.environ, "TENANTRY_GATE_RUN": str(out / RUN_JSON),
@@ -183,6 +185,8 @@ def print_verdict(view: RunView, console) -> None:
         verdict = "not judged" if f["passed"] is None else ("[green]PASS[/]" if f["passed"] else "[red]FAIL[/]")
         if f["reasons"]:
             verdict += ": " + "; ".join(f["reasons"])
+        if f.get("notes"):
+            verdict += " (latency reported, not judged: " + "; ".join(f["notes"]) + ")"
         table.add_row(f["tenant"], f["tier"], str(f["requests"]), str(f["succeeded"]),
                       f"{f['quota_429']}/{f['shed_429']}", f"{f['error_rate']:.1%} / {f['slo_max_error_rate']:.1%}",
                       f"{ms(f['ttft_p95'])} / {ms(f['slo_ttft_p95'])}", share(f.get("cached_share")),
@@ -283,7 +287,10 @@ def gate(prepared: Prepared, targets: list[Target], *, out: Path, short: bool, t
         console.print(f"[red]{line}[/]", highlight=False, soft_wrap=True)
     notes = [f"stack {plan.stack} ({prepared.stack_file}), scenario {scenario.name}: {scenario.summary}.",
              f"{'short (CI) version, ' if short else ''}{scenario.seconds:.0f} s: "
-             + ", ".join(f"{s.name} {s.seconds:.0f} s" for s in scenario.stages) + ".", *lost]
+             + ", ".join(f"{s.name} {s.seconds:.0f} s" for s in scenario.stages) + ".",
+             *([] if scenario.latency_judged else ["Latency is reported against each SLO, not judged (--latency "
+                                                   "reported): the checks judge it as a ratio within the run."]),
+             *lost]
     report = write_report(out / "report.html", f"tenantry gate: {plan.stack} / {scenario.name}", views, notes)
     console.print(f"report: {report}", highlight=False, soft_wrap=True)
     return results[0].exit_code == 0

@@ -82,6 +82,9 @@ class Scenario:
     stages: tuple[Stage, ...]
     checks: tuple[str, ...] = ()
     """Scenario checks beyond each tenant's SLO (verdict.CHECKS)."""
+    ratio_checks: tuple[str, ...] = ()
+    """Checks of latency as a ratio within the run, judged where absolute latency is reported, not judged
+    (latency_judged)."""
     not_judged: tuple[str, ...] = ()
     """Tenants pushed beyond their contract on purpose: reported, not held to their SLO."""
     stream_all: bool = False
@@ -96,6 +99,11 @@ class Scenario:
     """Send the same prompts as every earlier run (warm: engines still hold them in their prefix caches)
     instead of prompts drawn afresh for this run (cold, the default: only what the run itself shares, such
     as a tenant's RAG document, can be cached) (docs/decisions.md: Each gate run draws its own prompts)."""
+    latency_judged: bool = True
+    """Whether each tenant's latency is held to its SLO's absolute targets (`tenantry gate --latency judged`, the
+    default), or only reported beside them (`--latency reported`): what CI on a shared machine does, where it
+    judges who was served, shed and refused, and latency only as a ratio within the run (docs/decisions.md:
+    CI judges what a shared machine can judge)."""
     subject: dict[str, str] = field(default_factory=dict)
     """The tenants and engines a scenario is about (aggressor, victim, engine, ...)."""
     fault_times: dict[str, tuple[float, float]] = field(default_factory=dict)

@@ -44,6 +44,11 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def ms(value: float | None) -> str:
+    """Seconds as whole milliseconds, or a dash."""
+    return "—" if value is None else f"{value * 1000:,.0f}"
+
+
 def served_by(plan: Plan, engine: str) -> set[str]:
     """What a client asks for to reach an engine: its model and its adapters."""
     return {engine, *(a.name for a in plan.engine(engine).lora.adapters)}
@@ -99,6 +104,8 @@ class TenantFigures:
     """None when the tenant is not judged (pushed beyond its contract on purpose, sent nothing, or
     spot refused by admission throughout)."""
     reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Latency beyond its SLO where the run reports latency without judging it (Scenario.latency_judged)."""
 
 
 def cached_share(records: list[Record]) -> float | None:
@@ -109,7 +116,8 @@ def cached_share(records: list[Record]) -> float | None:
     return sum(r.cached_tokens or 0 for r in reported) / sum(r.prompt_tokens for r in reported)
 
 
-def tenant_figures(records: list[Record], tenant: TenantPlan, seconds: float, judged: bool) -> TenantFigures:
+def tenant_figures(records: list[Record], tenant: TenantPlan, seconds: float, judged: bool,
+                   latency_judged: bool = True) -> TenantFigures:
     mine = [r for r in records if r.tenant == tenant.name]
     figures = TenantFigures(tenant.name, tenant.tier, judged, slo_ttft_p95=tenant.ttft_p95_ms / 1000,
                             slo_itl_p95=tenant.itl_p95_ms / 1000, slo_max_error_rate=tenant.max_error_rate)
@@ -140,10 +148,11 @@ def tenant_figures(records: list[Record], tenant: TenantPlan, seconds: float, ju
         return figures
     if not ok:
         figures.reasons.append(f"no request succeeded ({figures.requests} sent)")
+    latency = figures.reasons if latency_judged else figures.notes
     if figures.ttft_p95 is not None and figures.ttft_p95 > figures.slo_ttft_p95:
-        figures.reasons.append(f"p95 time to first token {figures.ttft_p95 * 1000:.0f} ms > {tenant.ttft_p95_ms:g} ms")
+        latency.append(f"p95 time to first token {figures.ttft_p95 * 1000:.0f} ms > {tenant.ttft_p95_ms:g} ms")
     if figures.itl_p95 is not None and figures.itl_p95 > figures.slo_itl_p95:
-        figures.reasons.append(f"p95 inter-token latency {figures.itl_p95 * 1000:.0f} ms > {tenant.itl_p95_ms:g} ms")
+        latency.append(f"p95 inter-token latency {figures.itl_p95 * 1000:.0f} ms > {tenant.itl_p95_ms:g} ms")
     if figures.error_rate > tenant.max_error_rate:
         figures.reasons.append(f"error rate {figures.error_rate:.1%} > {tenant.max_error_rate:.1%} "
                                f"({figures.errors} of {len(counted)})")
@@ -255,27 +264,11 @@ def stage_figures(records: list[Record], plan: Plan, scenario: Scenario) -> dict
     result, start = {}, 0.0
     for stage in scenario.stages:
         inside = [r for r in records if start <= r.sent < start + stage.seconds]
-        result[stage.name] = {t.name: tenant_figures(inside, t, stage.seconds, judged=t.name in stage.loads)
+        result[stage.name] = {t.name: tenant_figures(inside, t, stage.seconds, judged=t.name in stage.loads,
+                                                     latency_judged=scenario.latency_judged)
                               for t in plan.tenants}
         start += stage.seconds
     return result
-
-
-def check_ramp(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
-    """Guaranteed SLOs must hold up to the contract (the x1 step); past it, where they break is reported."""
-    stages = stage_figures(records, plan, scenario)
-    broken = []
-    for stage, tenants in stages.items():
-        for figures in tenants.values():
-            if figures.tier == "guaranteed" and figures.passed is False:
-                broken.append((float(stage.lstrip("x")), stage, figures))
-    if not broken:
-        return Check("ramp", True, f"no guaranteed SLO broke up to {scenario.stages[-1].name} the contract")
-    step, stage, figures = min(broken, key=lambda b: b[0])
-    load = sum(s.loads[t].rate for s in scenario.stages if s.name == stage for t in s.loads)
-    detail = (f"first guaranteed SLO broke at {stage} the contract (offered {load:.2f} req/s over all tenants): "
-              f"{figures.tenant}: {'; '.join(figures.reasons)}")
-    return Check("ramp", step > 1.0, detail)
 
 
 def check_overload_fallback(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
@@ -328,7 +321,6 @@ CHECKS = {
     "over-quota": check_over_quota,
     "priority-ordering": check_priority,
     "cache-isolation": check_cache,
-    "ramp": check_ramp,
 }
 
 
@@ -345,17 +337,19 @@ class Verdict:
 
 
 def verdict(records: list[Record], plan: Plan, scenario: Scenario) -> Verdict:
-    from tenantry.gate import fault_checks  # it builds on this module's Check
+    from tenantry.gate import fault_checks, latency_checks  # they build on this module's Check
 
     # Streams cut by a stopped or killed engine are the fault itself, judged by its check (fault_checks.py).
     cut = {id(r) for r in fault_checks.cut_by_an_engine_fault(records, plan, scenario)}
     judged = [r for r in records if id(r) not in cut]
     loaded = {name for stage in scenario.stages for name in stage.loads}
     tenants = {t.name: tenant_figures(judged, t, _active_seconds(scenario, t.name),
-                                      judged=t.name in loaded and t.name not in scenario.not_judged)
+                                      judged=t.name in loaded and t.name not in scenario.not_judged,
+                                      latency_judged=scenario.latency_judged)
                for t in plan.tenants}
-    every_check = {**CHECKS, **fault_checks.CHECKS}
-    checks = [every_check[name](records, plan, scenario) for name in scenario.checks]
+    every_check = {**CHECKS, **fault_checks.CHECKS, **latency_checks.CHECKS}
+    names = scenario.checks + (() if scenario.latency_judged else scenario.ratio_checks)
+    checks = [every_check[name](records, plan, scenario) for name in names]
     passed = all(f.passed is not False for f in tenants.values()) and all(c.passed for c in checks)
     if not any(f.judged for f in tenants.values()) and not checks:
         passed = False  # nothing was measured: never a silent pass

@@ -2,7 +2,9 @@
 `make local` runs), in a directory and on ports of its own, started in the
 background as the session begins (tests/live_stacks.py) and stopped after these
 tests. Each scenario runs in its short (CI) version through `tenantry gate`,
-exactly as QA runs it."""
+exactly as QA runs it, with latency reported rather than judged (`--latency reported`): on two shared cores the
+tests judge who was served, shed and refused, and latency only as a ratio within a run (issue 33; docs/decisions.md:
+CI judges what a shared machine can judge)."""
 
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def gate(gate_stack: Layout, tmp_path: Path):
             out = tmp_path / scenario
             done = subprocess.run([str(TENANTRY), "gate", str(STACK), "--scenario", scenario, "--short", "--out",
                                    str(out), "--dir", str(gate_stack.root), "--port-base", str(gate_stack.port_base),
-                                   *extra], capture_output=True, text=True, timeout=900, check=False,
+                                   "--latency", "reported", *extra], capture_output=True, text=True, timeout=900, check=False,
                                   env={**os.environ, "COLUMNS": "200"})
             output = done.stdout + done.stderr
             print(output)  # shown when a test fails

@@ -39,7 +39,7 @@ def _gate(stack, tmp_path, scenario: str) -> tuple[int, str, dict, object]:
         out = tmp_path / scenario
         try:
             done = run_tenantry(stack, "gate", str(SPEC), "--scenario", scenario, "--short", "--out", str(out),
-                                timeout=900)
+                                "--latency", "reported", timeout=900)
         finally:
             _wait_until_every_gateway_is_ready(stack)
         output = done.stdout + done.stderr

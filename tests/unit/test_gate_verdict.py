@@ -42,12 +42,13 @@ def test_percentile_interpolates_like_numpy():
 
 
 def test_steady_run_within_every_slo_passes(plan):
-    result = verdict(steady_records(), plan, scenario("steady", plan, short=True))
+    steady = scenario("steady", plan, short=True)
+    result = verdict(steady_records(), plan, steady)
     assert result.passed
     assert {f.passed for f in result.tenants.values()} == {True}
     acme = result.tenants["acme"]
     assert acme.requests == 40 and acme.ttft_p95 == pytest.approx(0.1) and acme.itl_p95 == pytest.approx(0.02)
-    assert acme.goodput == pytest.approx(40 / 60)
+    assert acme.goodput == pytest.approx(40 / steady.seconds)
 
 
 def test_slow_first_tokens_fail_the_tenant_with_the_figure_and_the_target(plan):
@@ -238,21 +239,6 @@ def test_cache_isolation_expects_hits_exactly_where_salts_match(plan):
     assert not check.passed and "initech after acme on tiny: 64 cached tokens (different salt)" in check.detail
     blind = [probe("acme", "acme", None)]
     assert "report no cached tokens" in verdict(blind, plan, probes).checks[0].detail
-
-
-def test_ramp_fails_only_when_a_guaranteed_slo_breaks_within_the_contract(plan):
-    ramp = scenario("ramp", plan, short=True)
-    starts = {}
-    elapsed = 0.0
-    for stage in ramp.stages:
-        starts[stage.name] = elapsed
-        elapsed += stage.seconds
-    fine = [request("acme", "guaranteed", starts[s.name] + 1) for s in ramp.stages]
-    breaks_late = fine + [request("acme", "guaranteed", starts["x2"] + 2, ttft=9.0)]
-    check = verdict(breaks_late, plan, ramp).checks[0]
-    assert check.passed and "first guaranteed SLO broke at x2" in check.detail
-    breaks_early = fine + [request("acme", "guaranteed", starts["x0.5"] + 2, ttft=9.0)]
-    assert not verdict(breaks_early, plan, ramp).checks[0].passed
 
 
 def test_every_scenario_builds_for_the_local_stacks_and_short_ones_fit_two_minutes(plan):
