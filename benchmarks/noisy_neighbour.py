@@ -7,8 +7,9 @@ run, repeated.
 
 Starts its own stack of stacks/local.yaml (directory .local/bench-gate,
 ports from 19600; the models must be built already, as after `make local`)
-and runs `tenantry gate --scenario noisy-neighbour --side-by-side` (the short
-version unless --full) --repeats times. Reports each repeat's figures and
+and runs `tenantry gate --scenario noisy-neighbour --side-by-side` (20 s alone
+and a 60 s flood, as the recorded figures were measured, unless --full)
+--repeats times. Reports each repeat's figures and
 the ratio with / without the policy under the flood, against its target
 (docs/decisions.md: Noisy-neighbour target: 0.1x).
 """
@@ -16,6 +17,7 @@ the ratio with / without the policy under the flood, against its target
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -27,6 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tenantry.gate.report import ttft_comparison  # noqa: E402
+from tenantry.gate.scenario_model import with_stage_seconds  # noqa: E402
+from tenantry.gate.scenarios import BENCHMARK_NOISY_NEIGHBOUR_SECONDS  # noqa: E402
 from tenantry.gate.run import gate, prepare  # noqa: E402
 from tenantry.local import stack as local  # noqa: E402
 from tenantry.local.layout import DEFAULT_DIR, Layout  # noqa: E402
@@ -48,6 +52,9 @@ def main() -> None:
         for repeat in range(1, args.repeats + 1):
             out = layout.root / f"repeat-{repeat}"
             prepared = prepare(str(stack), "noisy-neighbour", short=not args.full, tenant=None)
+            if not args.full:
+                prepared = dataclasses.replace(prepared, scenario=with_stage_seconds(prepared.scenario,
+                                                                                      BENCHMARK_NOISY_NEIGHBOUR_SECONDS))
             gate(prepared, side_by_side_targets(layout, prepared.plan, prepared.stack_file), out=out,
                  short=not args.full, tenant=None, console=console)
             on, off = (json.loads((out / run / "verdict.json").read_text()) for run in ("policy-on", "policy-off"))

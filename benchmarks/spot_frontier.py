@@ -11,8 +11,9 @@ only in the tenant-policy plugin's settings:
   none    no pause and no cap: spot may take every unreserved slot while the engine looks idle
   cap-N   no pause; spot capped at N sequences per engine (tiers.spot.max_engine_slots)
 
-Each setting runs the gate's noisy-neighbour scenario, short version (acme, guaranteed, steady for 30 s alone,
-then 60 s with initech, spot, flooding at five times its contract), one setting after another; with --rounds 2
+Each setting runs the gate's noisy-neighbour scenario, with the stages the recorded figures were measured with (acme,
+guaranteed, steady for 20 s alone, then 60 s with initech, spot, flooding at five times its contract; the tests' short
+version floods 30 s), one setting after another; with --rounds 2
 the order is reversed for the second round, so the shared machine's drift lands on every setting. Printed per
 setting, from the flood stage (medians over rounds): acme's p95 time to first token and its ratio to fcfs,
 the output tokens per second spot was served, and engine tiny's busy share.
@@ -32,6 +33,8 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tenantry.gate.scenario_model import with_stage_seconds  # noqa: E402
+from tenantry.gate.scenarios import BENCHMARK_NOISY_NEIGHBOUR_SECONDS  # noqa: E402
 from tenantry.gate.run import prepare, run_targets  # noqa: E402
 from tenantry.local import side_gateways  # noqa: E402
 from tenantry.local import stack as local  # noqa: E402
@@ -78,6 +81,7 @@ def main() -> None:
     local.down(layout, purge=True, progress=lambda _: None)
     local.up(str(STACK), layout, progress=lambda line: print("  " + line))
     prepared = prepare(str(STACK), "noisy-neighbour", short=True, tenant=None)
+    prepared = dataclasses.replace(prepared, scenario=with_stage_seconds(prepared.scenario, BENCHMARK_NOISY_NEIGHBOUR_SECONDS))
     rendered = json.loads((layout.gateway / "tenant-policy.json").read_text(encoding="utf-8"))
     targets: dict[str, LocalTarget] = {}
     figures: dict[str, list[tuple[float | None, float, float | None]]] = {s: [] for s in settings}

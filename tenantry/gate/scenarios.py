@@ -49,9 +49,15 @@ def _guaranteed(plan: Plan, scenario: str) -> list[TenantPlan]:
 
 
 def steady(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
-    seconds = 60 if short else 300
+    seconds = 30 if short else 300  # short: about 30 of acme's requests, 15 of every other tenant's
     return Scenario("steady", "every tenant at half its contract (concurrency and rate) at once",
                     (Stage("steady", seconds, {t.name: steady_load(t) for t in plan.tenants}),))
+
+
+BENCHMARK_NOISY_NEIGHBOUR_SECONDS = [20.0, 60.0]
+"""The stages (alone, flood) benchmarks/noisy_neighbour.py and benchmarks/spot_frontier.py run instead of the short
+version's: the figures docs/decisions.md records from them were measured with a 60 s flood, before CI's short version
+was cut to 30 s (issue 33)."""
 
 
 def noisy_neighbour(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
@@ -59,12 +65,13 @@ def noisy_neighbour(plan: Plan, short: bool, tenant: str | None = None) -> Scena
     victims = [t for t in _guaranteed(plan, "noisy-neighbour") if t.name != aggressor.name]
     alone = {t.name: steady_load(t) for t in victims}
     flood = {**alone, aggressor.name: _scaled(aggressor, 5)}
-    seconds = (20, 60) if short else (120, 240)  # short: CI runs it twice (--side-by-side)
+    # short: CI runs it twice (--side-by-side); about 20 and 30 of acme's requests, enough for two medians
+    seconds = (20, 30) if short else (120, 240)
     return Scenario(
         "noisy-neighbour", f"{aggressor.name} floods at 5x its contract (concurrency and rate) while the guaranteed "
         "tenants run steady, first alone",
         (Stage("alone", seconds[0], alone), Stage("flood", seconds[1], flood)),
-        not_judged=(aggressor.name,), subject={"aggressor": aggressor.name})
+        not_judged=(aggressor.name,), ratio_checks=("flood-latency",), subject={"aggressor": aggressor.name})
 
 
 VICTIM_RATE = {"alone": 0.5, "saturated": 0.9}
@@ -159,8 +166,9 @@ def over_quota(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
     over = _pick(plan, "best-effort", "over-quota", tenant)
     loads = {t.name: steady_load(t) for t in plan.tenants}
     loads[over.name] = Load(2 * over.max_concurrency, 0)  # back to back: over its concurrency, and its rate
-    # RPM windows are a minute long: the long version crosses several.
-    seconds = 75 if short else 240
+    # Twice its concurrency is refused from the first second; RPM windows are a minute long, and the long
+    # version crosses several.
+    seconds = 40 if short else 240
     return Scenario("over-quota", f"{over.name} with twice its concurrency, back to back; everyone else steady",
                     (Stage("over-quota", seconds, loads),), checks=("over-quota",), not_judged=(over.name,),
                     subject={"over": over.name})
@@ -171,7 +179,7 @@ def priority_ordering(plan: Plan, short: bool, tenant: str | None = None) -> Sce
     guaranteed = _guaranteed(plan, "priority-ordering")
     fill = {spot.name: Load(5 * spot.max_concurrency, 0)}
     contend = {**fill, **{t.name: Load(t.max_concurrency, t.contract_requests_per_second * 0.8) for t in guaranteed}}
-    seconds = (15, 60) if short else (30, 240)
+    seconds = (15, 30) if short else (30, 240)
     return Scenario("priority-ordering", f"{spot.name} keeps the engines saturated back to back; the guaranteed "
                     "tenants arrive at their full concurrency",
                     (Stage("fill", seconds[0], fill), Stage("contend", seconds[1], contend)),
@@ -317,7 +325,7 @@ RAMP_STEPS = (0.25, 0.5, 1.0, 1.5, 2.0)
 
 def ramp(plan: Plan, short: bool, tenant: str | None = None) -> Scenario:
     _guaranteed(plan, "ramp")
-    seconds = 20 if short else 60
+    seconds = 12 if short else 60  # short: 3 to 24 of acme's requests a step; the real run judges its latency
     stages = tuple(Stage(f"x{step:g}", seconds, {t.name: _scaled(t, step) for t in plan.tenants})
                    for step in RAMP_STEPS)
     return Scenario("ramp", "every tenant from a quarter of its contract to twice it, in steps: where does the "

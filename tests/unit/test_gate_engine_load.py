@@ -11,6 +11,7 @@ from rich.console import Console
 from tenantry.gate.engine_load import EngineSample, busy_by_stage, gauge, sample_engines
 from tenantry.gate.report import tier_tokens
 from tenantry.gate.run import price_of_isolation_table
+from tenantry.gate.scenario_model import with_stage_seconds
 from tenantry.gate.scenarios import scenario
 from tenantry.stacks import plan_stack
 
@@ -58,8 +59,7 @@ def test_the_sampler_sums_replicas_and_skips_an_engine_that_does_not_answer():
 
 def test_busy_share_by_stage_and_the_tokens_each_tier_was_served():
     plan = plan_stack(ROOT / "stacks" / "local.yaml")
-    noisy = scenario("noisy-neighbour", plan, short=True)  # alone 20 s, flood 60 s
-    assert [s.seconds for s in noisy.stages] == [20, 60]
+    noisy = with_stage_seconds(scenario("noisy-neighbour", plan, short=True), [20, 60])
     samples = [EngineSample("tiny", t, 1.0 if t < 10 else 0.0, 0.0) for t in range(20)]
     samples += [EngineSample("tiny", 20 + t, 4.0, 2.0, answered=t % 4 != 0) for t in range(60)]
     busy = busy_by_stage(samples, noisy)
