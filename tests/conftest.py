@@ -1,14 +1,31 @@
 """Session-wide: the live stacks start in the background once the session knows it needs them
-(tests/live_stacks.py), and any left at its end are stopped. Every run ends with its time per test directory
-(issue 33: the cost of each part of `make test` stays visible)."""
+(tests/live_stacks.py), then Ansible's throwaway nodes (tests/ansible/builds.py), and any left at the end are stopped.
+The directories run in ORDER: the quick ones while the stacks start, the live ones while the nodes build, Ansible's
+last, on nodes built by then. Every run ends with its time per test directory (issue 33: the cost of each part of
+`make test` stays visible)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 from tests import live_stacks
+from tests.ansible import builds
+
+ORDER = ("unit", "manifests", "gate", "local", "ansible")
+"""The test directories, in the order they run (others after them, in pytest's order)."""
+TESTS = Path(__file__).resolve().parent
 
 SECONDS_PER_DIRECTORY: dict[str, float] = defaultdict(float)
+
+
+def _directory_rank(item) -> int:
+    directory = Path(item.path).relative_to(TESTS).parts[0]
+    return ORDER.index(directory) if directory in ORDER else len(ORDER)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=_directory_rank)  # stable: each directory keeps pytest's own order
 
 
 def pytest_collection_finish(session):
@@ -17,6 +34,8 @@ def pytest_collection_finish(session):
     for stack in live_stacks.STACKS:
         if live_stacks.needed(session.items, stack):
             live_stacks.start(stack)
+    if builds.needed(session.items):
+        builds.start(after=live_stacks.started)
 
 
 def pytest_runtest_logreport(report):
@@ -33,3 +52,4 @@ def pytest_terminal_summary(terminalreporter):
 
 def pytest_sessionfinish(session, exitstatus):
     live_stacks.down_any_left()
+    builds.remove_all()  # nodes of an interrupted or deselected tests/ansible/

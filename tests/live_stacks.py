@@ -70,6 +70,12 @@ def start(stack: LiveStack) -> None:
         _starting[stack.name] = _pool.submit(_up, stack)
 
 
+def started() -> None:
+    """Wait until every stack the session started serves, or failed to start (the failure is its tests')."""
+    for future in list(_starting.values()):
+        future.exception()
+
+
 def needed(items, stack: LiveStack) -> bool:
     return any(Path(item.path).is_relative_to(stack.tests) for item in items)
 

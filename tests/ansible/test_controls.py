@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.ansible import node
-from tests.ansible.conftest import hardened
+from tests.ansible.builds import hardened
 from tests.ansible.controls import FACTS
 
 # Files, packages and accounts on the chroot kinds; what only a running system shows on every kind. The container
@@ -16,11 +16,11 @@ CASES = [pytest.param(key, fact, id=f"{key}-{fact.id}") for key in node.NODES fo
 
 
 @pytest.mark.parametrize(("key", "fact"), CASES)
-def test_control(request, key, fact):
+def test_control(key, fact):
     target = node.NODES[key].target
     why = node.waiver(target, fact.control, fact.name)
     if why:
         pytest.skip(f"waived on {target}: {why}")
-    hardened_node = hardened(request, key)
+    hardened_node = hardened(key)
     assert hardened_node.converge.returncode == 0, f"{key} did not converge: {hardened_node.converge.failures()}"
     fact.check(hardened_node.host)

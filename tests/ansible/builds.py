@@ -1,0 +1,131 @@
+"""Throwaway nodes, hardened once per session in the background and shared by every module of tests/ansible/: Debian
+12 through the chroot connection (site.yml twice: converge, then the idempotence run), the same hardened tree booted
+under podman with systemd (site.yml once more, its services live), and Ubuntu 24.04 through the chroot connection
+(converged once).
+
+The builds start as the session begins (tests/conftest.py), once the live stacks serve (engines loading beside a
+converge starve on two cores), and run while the live tests do: most of a build is apt and process start-up, most of
+a live test is waiting on a scenario's stages, a timer or a restart. tests/ansible/ runs last and finds its nodes
+built (issue 33: make test in 30 minutes)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import testinfra
+from testinfra.host import Host
+
+from tests.ansible import node
+
+TESTS = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class HardenedNode:
+    key: str
+    target: str
+    rootfs: Path
+    inventory: Path
+    converge: node.Run
+    second_run: node.Run | None
+    host: Host
+
+
+SECONDS: dict[str, float] = {}
+"""How long each step took, printed at the end of the session (figures, never asserted on)."""
+
+_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ansible-node")
+"""Two at a time: most of a converge is waiting on apt and on process start-up, so two overlap well on two cores."""
+_builds: dict[str, Future] = {}
+
+
+def _tools_present() -> None:
+    missing = [tool for tool in ("mmdebstrap", "podman", "runc") if shutil.which(tool) is None]
+    assert not missing, f"missing {missing}: `make test` installs them (Makefile DEBIAN_PACKAGES)"
+    assert (node.ANSIBLE_BIN / "ansible-playbook").exists(), "no .venv-ansible: `make test` installs it"
+
+
+def _timed(step: str, action):
+    started = time.monotonic()
+    try:
+        return action()
+    finally:
+        SECONDS[step] = time.monotonic() - started
+
+
+def _harden(key: str, target: str, address: str, connection: str, rootfs: Path, host: Host) -> HardenedNode:
+    inventory = node.inventory(node.CACHE / "inventories" / key, key, target, address, connection)
+    args = node.NODES[key].playbook_args
+    converge = _timed(f"{key}: converge", lambda: node.playbook(inventory, *args))
+    second_run = (_timed(f"{key}: second run", lambda: node.playbook(inventory, *args))
+                  if converge.returncode == 0 and node.NODES[key].second_run else None)
+    return HardenedNode(key, target, rootfs, inventory, converge, second_run, host)
+
+
+def _chroot_node(key: str, after: Callable[[], None]) -> HardenedNode:
+    after()
+    _tools_present()
+    distribution = node.NODES[key].distribution
+    image = _timed(f"{distribution.name}: image (built or reused)", lambda: node.node_image(distribution))
+    rootfs = node.unpack(image, node.CACHE / "nodes" / key)
+    return _harden(key, "chroot", str(rootfs), "community.general.chroot", rootfs,
+                   testinfra.get_host(str(rootfs), connection="chroot"))
+
+
+def _container_node(key: str, tree: Future) -> HardenedNode:
+    """The hardened tree, copied and booted: site.yml there starts what a chroot could not (sshd with the hardened
+    configuration, the firewall in the container's network namespace, containerd)."""
+    hardened_tree: HardenedNode = tree.result()
+    assert hardened_tree.converge.returncode == 0, f"{hardened_tree.key} did not converge: nothing to boot"
+    rootfs = node.CACHE / "nodes" / key
+    node.podman("rm", "--force", key, check=False)
+    if rootfs.exists():
+        shutil.rmtree(rootfs)
+    subprocess.run(["cp", "-a", str(hardened_tree.rootfs), str(rootfs)], check=True)
+    os.environ["CONTAINERS_CONF"] = str(node.containers_conf())  # testinfra's podman exec runs with this session's
+    node.boot(rootfs, key)
+    state = _timed(f"{key}: boot", lambda: node.wait_for_boot(key))
+    assert state in ("running", "degraded"), f"systemd in {key} did not finish starting: {state!r}"
+    return _harden(key, "container", key, "containers.podman.podman", rootfs, testinfra.get_host(f"podman://{key}"))
+
+
+def needed(items) -> bool:
+    return any(Path(item.path).is_relative_to(TESTS) for item in items)
+
+
+def start(after: Callable[[], None] = lambda: None) -> None:
+    """Every node's build under way, the chroots first (each after `after()` returned), each container once its
+    tree is hardened."""
+    if _builds:
+        return
+    _builds.update({k: _pool.submit(_chroot_node, k, after) for k, kind in node.NODES.items()
+                    if kind.target == "chroot"})
+    _builds.update({k: _pool.submit(_container_node, k, _builds[kind.boots]) for k, kind in node.NODES.items()
+                    if kind.target == "container"})
+
+
+def hardened(key: str) -> HardenedNode:
+    """The node once built (its build started now if the session did not start it); a failed build raises."""
+    start()
+    return _builds[key].result()
+
+
+def remove_all() -> None:
+    """The containers removed and the trees deleted (a gigabyte each; the images stay cached), once every build
+    under way has ended (those not started yet are not)."""
+    for build in _builds.values():
+        build.cancel()
+    for key, build in list(_builds.items()):
+        if not build.cancelled():
+            build.exception()  # wait for it, whatever its end
+        if node.NODES[key].target == "container":
+            node.podman("rm", "--force", key, check=False)
+        shutil.rmtree(node.CACHE / "nodes" / key, ignore_errors=True)
+    _builds.clear()
