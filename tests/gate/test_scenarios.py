@@ -106,7 +106,8 @@ def test_ramp_raises_the_load_step_by_step_and_serves_the_guaranteed_tenant_up_t
     assert sent["x2"] > 2 * sent["x0.25"], sent  # eight times the offered load
     for name in ("x0.25", "x0.5", "x1"):
         acme = stages[name]["acme"]
-        assert acme["passed"] is True and acme["shed_429"] == 0 and acme["succeeded"] > 0, (name, acme)
+        assert acme["shed_429"] == 0 and acme["errors"] == 0, (name, acme)
+    assert sum(stages[name]["acme"]["succeeded"] for name in ("x0.25", "x0.5", "x1")) > 0
     assert check["passed"] and "requests sent per step" in check["detail"], check
     assert "latency reported, not judged: acme TTFT p50 x" in check["detail"], check
     assert run.exit_code == 0, run.output
