@@ -53,8 +53,8 @@ def main() -> None:
             out = layout.root / f"repeat-{repeat}"
             prepared = prepare(str(stack), "noisy-neighbour", short=not args.full, tenant=None)
             if not args.full:
-                prepared = dataclasses.replace(prepared, scenario=with_stage_seconds(prepared.scenario,
-                                                                                      BENCHMARK_NOISY_NEIGHBOUR_SECONDS))
+                stretched = with_stage_seconds(prepared.scenario, BENCHMARK_NOISY_NEIGHBOUR_SECONDS)
+                prepared = dataclasses.replace(prepared, scenario=stretched)
             gate(prepared, side_by_side_targets(layout, prepared.plan, prepared.stack_file), out=out,
                  short=not args.full, tenant=None, console=console)
             on, off = (json.loads((out / run / "verdict.json").read_text()) for run in ("policy-on", "policy-off"))

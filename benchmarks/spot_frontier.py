@@ -81,7 +81,8 @@ def main() -> None:
     local.down(layout, purge=True, progress=lambda _: None)
     local.up(str(STACK), layout, progress=lambda line: print("  " + line))
     prepared = prepare(str(STACK), "noisy-neighbour", short=True, tenant=None)
-    prepared = dataclasses.replace(prepared, scenario=with_stage_seconds(prepared.scenario, BENCHMARK_NOISY_NEIGHBOUR_SECONDS))
+    stretched = with_stage_seconds(prepared.scenario, BENCHMARK_NOISY_NEIGHBOUR_SECONDS)
+    prepared = dataclasses.replace(prepared, scenario=stretched)
     rendered = json.loads((layout.gateway / "tenant-policy.json").read_text(encoding="utf-8"))
     targets: dict[str, LocalTarget] = {}
     figures: dict[str, list[tuple[float | None, float, float | None]]] = {s: [] for s in settings}

@@ -63,8 +63,8 @@ def gate(gate_stack: Layout, tmp_path: Path):
             out = tmp_path / scenario
             done = subprocess.run([str(TENANTRY), "gate", str(STACK), "--scenario", scenario, "--short", "--out",
                                    str(out), "--dir", str(gate_stack.root), "--port-base", str(gate_stack.port_base),
-                                   "--latency", "reported", *extra], capture_output=True, text=True, timeout=900, check=False,
-                                  env={**os.environ, "COLUMNS": "200"})
+                                   "--latency", "reported", *extra], capture_output=True, text=True, timeout=900,
+                                  check=False, env={**os.environ, "COLUMNS": "200"})
             output = done.stdout + done.stderr
             print(output)  # shown when a test fails
             return GateRun(done.returncode, output, out), output, out
