@@ -194,7 +194,10 @@ def test_the_local_prometheus_loads_the_rules_and_alerts_the_local_alertmanager(
     assert ports.alertmanager == 29104 and ports.alert_receiver == 29193
 
 
-def test_the_local_alertmanager_delivers_page_and_ticket_to_the_receiver_and_notifies_within_seconds(tmp_path):
+def test_the_local_alertmanager_delivers_a_page_and_a_ticket_to_the_receiver(tmp_path):
+    """What the local stack runs, delivering: its routing and timing (alertmanager_yml's), a real Alertmanager and
+    the real receiver, each on a free port; a page and a ticket posted as Prometheus posts them arrive at /page
+    and /ticket."""
     plan = plan_stack("local")
     layout = Layout(tmp_path, 29100)
     ports = layout.ports(plan)
@@ -202,6 +205,49 @@ def test_the_local_alertmanager_delivers_page_and_ticket_to_the_receiver_and_not
     urls = {r["name"]: [w["url"] for w in r.get("webhook_configs", [])] for r in config["receivers"]}
     assert urls == {PAGE: [f"http://127.0.0.1:{ports.alert_receiver}/page"],
                     TICKET: [f"http://127.0.0.1:{ports.alert_receiver}/ticket"], SILENT: []}
+    received = tmp_path / "received.jsonl"
+    receiver = serve("127.0.0.1", 0, received)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    here = f"http://127.0.0.1:{receiver.server_address[1]}"
+    for entry in config["receivers"]:  # the same configuration, delivering to this test's receiver
+        for webhook in entry.get("webhook_configs", []):
+            webhook["url"] = webhook["url"].replace(f"http://127.0.0.1:{ports.alert_receiver}", here)
+    config_file = tmp_path / "alertmanager.yml"
+    config_file.write_text(yaml.safe_dump(config))
+    sent = [{"labels": {"alertname": "EngineDown", "severity": "critical", "engine": "tiny"}},
+            {"labels": {"alertname": "EngineQueueBacklog", "severity": "warning", "engine": "micro"}},
+            {"labels": {"alertname": "Watchdog", "severity": "none"}}]
+    try:
+        with running_alertmanager(config_file, tmp_path) as url:
+            assert httpx.post(f"{url}/api/v2/alerts", json=sent, timeout=10).status_code == 200
+            delivered = _deliveries(received, count=2, within_seconds=120)
+    finally:
+        receiver.shutdown()
+        receiver.server_close()
+    assert sorted((path, alert) for path, alerts in delivered for alert in alerts) == [
+        ("/page", "EngineDown"), ("/ticket", "EngineQueueBacklog")]
+
+
+def _deliveries(received: Path, count: int, within_seconds: float) -> list[tuple[str, list[str]]]:
+    """Each notification the receiver recorded (its path, the names of the alerts it carried), polled until count
+    have arrived; fewer after within_seconds fails with what did arrive. Alertmanager holds a group for group_wait
+    first, so this waits on Alertmanager, not on a guess."""
+    records: list[dict] = []
+    deadline = time.monotonic() + within_seconds
+    while time.monotonic() < deadline:
+        records = [json.loads(line) for line in received.read_text().splitlines()] if received.exists() else []
+        if len(records) >= count:
+            break
+        time.sleep(0.5)
+    assert len(records) >= count, f"{len(records)} of {count} notifications delivered: {records}"
+    return [(r["path"], [a["labels"]["alertname"] for a in r["body"]["alerts"]]) for r in records]
+
+
+def test_the_local_stack_runs_one_alertmanager_and_the_receiver_with_its_files(tmp_path):
+    plan = plan_stack("local")
+    layout = Layout(tmp_path, 29100)
+    ports = layout.ports(plan)
+    config = yaml.safe_load(services.alertmanager_yml(plan, layout, ports).read_text())
     assert config["route"]["group_wait"] == services.ALERT_TIMING.group_wait
     assert config["route"]["routes"] == alertmanager_config(plan, LOCAL_RECEIVERS)["route"]["routes"]
     built = {e.name: BuiltModel(e.name, tmp_path / e.name / "model", tmp_path / e.name / "adapters") for e in plan.engines}
