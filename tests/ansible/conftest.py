@@ -3,9 +3,11 @@ tests here, removed once tests/ansible/ is done."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
-from tests.ansible import builds, node
+from tests.ansible import builds, node, packets
 from tests.ansible.builds import HardenedNode
 
 
@@ -32,3 +34,12 @@ def chroot_node() -> HardenedNode:
 @pytest.fixture
 def container_node() -> HardenedNode:
     return builds.hardened(node.DEBIAN_CONTAINER)
+
+
+@pytest.fixture(scope="package")
+def link() -> packets.Link:
+    """The booted node's network namespace joined to a peer namespace that sends from the test's addresses."""
+    missing = [tool for tool in ("ip", "nsenter", "python3") if shutil.which(tool) is None]
+    assert not missing, f"missing {missing} on the test machine (Debian's iproute2, util-linux, python3)"
+    with packets.linked(builds.hardened(node.DEBIAN_CONTAINER).key) as joined:
+        yield joined

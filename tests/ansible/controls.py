@@ -37,14 +37,6 @@ def has_line(control: str, name: str, path: str, line: str) -> Fact:
     return Fact(control, name, check)
 
 
-def lacks_match(control: str, name: str, path: str, pattern: str) -> Fact:
-    """No line of the file matches the pattern."""
-    def check(host: Host) -> None:
-        found = [text for text in _lines(host, path) if re.search(pattern, text)]
-        assert not found, f"{path}: {found[:3]}"
-    return Fact(control, name, check)
-
-
 def owned(control: str, path: str, group: str, mode: int, user: str = "root") -> Fact:
     def check(host: Host) -> None:
         handle = host.file(path)
@@ -243,17 +235,6 @@ FACTS: tuple[Fact, ...] = (
     enabled("ssh-06", "ssh"), runs("ssh-06", "ssh"),
     command("fw-01", "valid", f"nft --check --file {FIREWALL} && echo valid", lambda out: "valid" in out,
             "nft refuses the rules"),
-    command("fw-01", "drop-by-default", f"cat {FIREWALL}",
-            lambda out: "type filter hook input priority filter; policy drop;" in out, "the input chain accepts by default"),
-    *(command("fw-01", name, f"cat {FIREWALL}", lambda out, rule=rule: rule in out, f"no rule {rule!r}") for name, rule in (
-        ("ssh-from-admin", "tcp dport 22 ip saddr @admin_v4 accept"),
-        ("kubelet-from-cluster", "tcp dport 10250 ip saddr @cluster_v4 accept"),
-        ("exporters-from-monitoring", "tcp dport { 9100, 9400 } ip saddr @monitoring_v4 accept"),
-        ("calico-bgp-from-cluster", "tcp dport 179 ip saddr @cluster_v4 accept"),
-        ("vxlan-from-cluster", "udp dport 4789 ip saddr @cluster_v4 accept"),
-        ("admin-cidr", "elements = { 192.0.2.0/24 }"))),
-    lacks_match("fw-02", "no-flush", "/etc/nftables.conf", r"^flush ruleset"),
-    has_line("fw-02", "includes", "/etc/nftables.conf", 'include "/etc/nftables.d/*.nft"'),
     enabled("fw-03", "nftables"), runs("fw-03", "nftables"), Fact("fw-03", "loaded", _ruleset_loaded, live=True),
     has_line("gpu-02", "blacklist", "/etc/modprobe.d/90-tenantry-blacklist-nouveau.conf", "blacklist nouveau"),
     has_line("gpu-02", "no-modeset", "/etc/modprobe.d/90-tenantry-blacklist-nouveau.conf", "options nouveau modeset=0"),

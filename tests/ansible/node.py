@@ -2,7 +2,7 @@
 under .local/ansible/, unpacked per run, hardened by site.yml through the chroot connection, and booted by podman
 with systemd where a service must run. Nothing here touches the machine that runs the tests: a chroot gets no live
 sysctl, service or firewall change (the `*_live` switches of TARGET_VARS), and the container runs in a network
-namespace of its own with no network."""
+namespace of its own with no network (tests/ansible/packets.py links it to a peer namespace, never to the host's)."""
 
 from __future__ import annotations
 

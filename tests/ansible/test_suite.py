@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from tests.ansible import node, test_controls, test_overrides, test_refusals
+from tests.ansible import node, test_controls, test_firewall_live, test_overrides, test_refusals
 from tests.ansible.controls import FACTS
 
-CONTROL_MODULES = (test_controls, test_refusals, test_overrides)
+CONTROL_MODULES = (test_controls, test_refusals, test_overrides, test_firewall_live)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,73 @@
+"""The hardened firewall live on the booted Debian node. Packets (fw-01): the node answers what its inventory lets
+in and drops the rest, as its own drop counter counts; the rules' text is not read here, what a host's neighbours can
+and cannot reach is (tests/ansible/packets.py). The service (fw-02, fw-04): reloading, restarting and stopping it
+leave another agent's table (kube-proxy's, the CNI's) in place."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ansible import node
+from tests.ansible.packets import ADMIN, CLUSTER, STRANGER
+
+ACCEPTED = {  # (source, protocol, port): what answers, nothing listening but sshd
+    "ssh from the admin network": ((ADMIN, "tcp", 22), "connected"),
+    "the kubelet from the cluster": ((CLUSTER, "tcp", 10250), "refused"),
+    "node-exporter from monitoring": ((CLUSTER, "tcp", 9100), "refused"),
+    "dcgm-exporter from monitoring": ((CLUSTER, "tcp", 9400), "refused"),
+    "Calico BGP from the cluster": ((CLUSTER, "tcp", 179), "refused"),
+    "VXLAN from the cluster": ((CLUSTER, "udp", 4789), "refused"),
+    "a NodePort from the cluster": ((CLUSTER, "tcp", 30080), "refused"),
+}
+DROPPED = {
+    "ssh from a stranger": (STRANGER, "tcp", 22),
+    "ssh from the cluster": (CLUSTER, "tcp", 22),
+    "the kubelet from the admin network": (ADMIN, "tcp", 10250),
+    "the kubelet from a stranger": (STRANGER, "tcp", 10250),
+    "an exporter from a stranger": (STRANGER, "tcp", 9100),
+    "VXLAN from a stranger": (STRANGER, "udp", 4789),
+    "a NodePort from a stranger": (STRANGER, "tcp", 30080),
+    "a port nobody opened, from the cluster": (CLUSTER, "tcp", 8080),
+}
+
+
+@pytest.mark.control("fw-01")
+@pytest.mark.parametrize("case", ACCEPTED)
+def test_fw_01_the_firewall_lets_in_what_the_inventory_allows(case, link):
+    (source, proto, port), expected = ACCEPTED[case]
+    answer = link.accepts(source, proto, port)
+    assert answer.outcome == expected, f"{case}: {answer}"
+    if port == 22:
+        assert answer.banner.startswith("SSH-2.0-"), answer
+
+
+@pytest.mark.control("fw-01")
+@pytest.mark.parametrize("case", DROPPED)
+def test_fw_01_the_firewall_drops_everything_else_and_counts_it(case, link):
+    link.drops(*DROPPED[case])
+
+
+def _tables(container: str) -> set[str]:
+    listing = node.podman("exec", container, "nft", "list", "tables").stdout
+    return {line.strip() for line in listing.splitlines() if line.startswith("table ")}
+
+
+@pytest.mark.control("fw-02")
+@pytest.mark.control("fw-04")
+def test_fw_02_fw_04_reloading_restarting_and_stopping_the_firewall_leave_kube_proxys_table(container_node, link):
+    """kube-proxy (nftables mode) keeps its rules in a table of its own, as Calico and Cilium do: the firewall
+    service must replace or remove tenantry's table and nothing else, whatever an operator or an upgrade does."""
+    name = container_node.key
+    ours, theirs = "table inet tenantry_host", "table ip kube-proxy"
+    for command in (("nft", "add", "table", "ip", "kube-proxy"), ("nft", "add", "chain", "ip", "kube-proxy", "services"),
+                    ("nft", "add", "rule", "ip", "kube-proxy", "services", "counter")):
+        node.podman("exec", name, *command)
+    try:
+        for action, expected in (("reload", {ours, theirs}), ("restart", {ours, theirs}), ("stop", {theirs}),
+                                 ("start", {ours, theirs})):
+            done = node.podman("exec", name, "systemctl", action, "nftables", check=False)
+            assert done.returncode == 0, f"systemctl {action} nftables: {done.stderr}"
+            assert _tables(name) == expected, f"after systemctl {action} nftables"
+        assert link.accepts(ADMIN, "tcp", 22).outcome == "connected", "ssh from the admin network after the restarts"
+    finally:
+        node.podman("exec", name, "nft", "delete", "table", "ip", "kube-proxy", check=False)
