@@ -14,22 +14,18 @@ from tests.ansible import builds
 
 ORDER = ("unit", "manifests", "gate", "local", "ansible")
 """The test directories, in the order they run (others after them, in pytest's order)."""
-LAST_OF_ITS_DIRECTORY = ("local/test_faults_live.py",)
-"""Modules that run after the rest of their directory: the fault scenarios run tenants up to their rate limits,
-which would leave the modules after them a minute-long window to wait out first."""
 TESTS = Path(__file__).resolve().parent
 
 SECONDS_PER_DIRECTORY: dict[str, float] = defaultdict(float)
 
 
-def _rank(item) -> tuple[int, bool]:
-    path = Path(item.path).relative_to(TESTS)
-    directory = path.parts[0]
-    return ORDER.index(directory) if directory in ORDER else len(ORDER), path.as_posix() in LAST_OF_ITS_DIRECTORY
+def _directory_rank(item) -> int:
+    directory = Path(item.path).relative_to(TESTS).parts[0]
+    return ORDER.index(directory) if directory in ORDER else len(ORDER)
 
 
 def pytest_collection_modifyitems(session, config, items):
-    items.sort(key=_rank)  # stable: each directory keeps pytest's own order
+    items.sort(key=_directory_rank)  # stable: each directory keeps pytest's own order
 
 
 def pytest_collection_finish(session):

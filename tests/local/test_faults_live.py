@@ -18,7 +18,14 @@ import pytest
 from tests import live_stacks
 from tests.local.conftest import SPEC, run_tenantry
 
-pytestmark = pytest.mark.slow  # runs last in tests/local (tests/conftest.py): it leaves limits used
+pytestmark = pytest.mark.slow
+
+@pytest.fixture(scope="module", autouse=True)
+def rate_limits_left_whole(stack):
+    """The scenarios run tenants near their contracts: the modules after this one start with whole limits."""
+    yield
+    stack.rate_windows_ended()
+
 
 READY_WITHIN_SECONDS = 240
 """A killed LiteLLM replica is started again by supervisord and loads its keys from the database."""
