@@ -330,7 +330,7 @@ def _run_command(kind: str, action: str, subject: str, metrics: list[str] | None
     command = RUN.get("fault_commands", {}).get(kind)
     entry = {"at": elapsed(), "action": action, "kind": kind, "result": f"no command given (--fault {kind}=COMMAND)"}
     if command:
-        command = agent_command(command, metrics, subject, MID_STREAM_WAIT_SECONDS) if metrics else command
+        command = agent_command(kind, RUN["fault_commands"], metrics, subject) if metrics else command
         entry["result"] = run_fault_command(command, subject)
         entry["done"] = elapsed()  # a command takes a moment (supervisorctl about 1 s): the fault is done by now
     ACTIONS.append(entry)

@@ -68,6 +68,7 @@ def fault_commands(layout: Layout) -> dict[str, str]:
     return {
         "stop-engine": f"{ctl} stop {engine_process('{engine}')}",
         "kill-engine": _kill_engine(layout),
+        "engine-group": engine_leader(layout),  # the mid-stream kill's freeze (tenantry.gate.fault_agent)
         "kill-gateway": _kill_process_group(ctl, "gateway-{replica}"),
         "stop-postgres": f"{ctl} stop postgres",
         "start-postgres": f"{ctl} start postgres",
@@ -95,10 +96,17 @@ def _kill_engine(layout: Layout) -> str:
     """As _kill_process_group, but the engine is found among supervisord's children by the model it serves
     (`vllm serve ... --served-model-name NAME ...`, the group's leader) with pgrep, not asked of
     supervisorctl: under load supervisorctl took 3.5 s to answer, and the stream a mid-stream kill had
-    waited for ended before the kill landed (a gate run, 2026-12-03). Only this stack's supervisord's
-    children: another stack on the machine serves models of the same names."""
+    waited for ended before the kill landed (a gate run, 2026-12-03)."""
+    return _kill_group(engine_leader(layout))
+
+
+def engine_leader(layout: Layout) -> str:
+    """A shell command printing the PID that leads the engine's process group (with an {engine} placeholder):
+    the one `vllm serve ... --served-model-name NAME` among this stack's supervisord's children only, since
+    another stack on the machine serves models of the same names. The mid-stream agent freezes that group before
+    the kill (tenantry/gate/fault_agent.py)."""
     supervisord = f'"$(cat {shlex.quote(str(layout.supervisor_pid))})"'
-    return _kill_group(f'pgrep -o -P {supervisord} -f -- "--served-model-name {{engine}} "')
+    return f'pgrep -o -P {supervisord} -f -- "--served-model-name {{engine}} "'
 
 
 def stop_engine(layout: Layout, engine: str) -> None:

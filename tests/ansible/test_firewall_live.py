@@ -59,9 +59,9 @@ def test_fw_02_fw_04_reloading_restarting_and_stopping_the_firewall_leave_kube_p
     service must replace or remove tenantry's table and nothing else, whatever an operator or an upgrade does."""
     name = container_node.key
     ours, theirs = "table inet tenantry_host", "table ip kube-proxy"
-    for command in (("nft", "add", "table", "ip", "kube-proxy"), ("nft", "add", "chain", "ip", "kube-proxy", "services"),
-                    ("nft", "add", "rule", "ip", "kube-proxy", "services", "counter")):
-        node.podman("exec", name, *command)
+    for command in (("table", "ip", "kube-proxy"), ("chain", "ip", "kube-proxy", "services"),
+                    ("rule", "ip", "kube-proxy", "services", "counter")):
+        node.podman("exec", name, "nft", "add", *command)
     try:
         for action, expected in (("reload", {ours, theirs}), ("restart", {ours, theirs}), ("stop", {theirs}),
                                  ("start", {ours, theirs})):

@@ -45,7 +45,8 @@ def test_the_fault_agent_runs_the_command_once_the_engine_reports_a_request_runn
     marker = tmp_path / "ran"
     try:
         metrics = [f"http://127.0.0.1:{server.server_port}/metrics"]
-        command = agent_command(f"sh -c 'echo {{engine}} > {marker}'", metrics, "tiny", 0.5)
+        command = agent_command("kill-engine", {"kill-engine": f"sh -c 'echo {{engine}} > {marker}'"}, metrics, "tiny",
+                                0.5)
         assert command.startswith(sys.executable)
         result = run_fault_command(command, "tiny")
     finally:
@@ -54,3 +55,49 @@ def test_the_fault_agent_runs_the_command_once_the_engine_reports_a_request_runn
     report = json.loads(result.removeprefix("exit 0 "))
     assert (report["running"], report["exit"], marker.read_text().strip()) == (seen, 0, "tiny")
     assert len(answers) >= min(running_from, 2)  # it asked until the engine ran one (or the wait was over)
+
+
+def test_the_fault_agent_freezes_the_engines_group_before_its_command_and_continues_it_after(tmp_path):
+    """With the target's engine-group command, the engine is stopped (SIGSTOP) the moment it reports the stream
+    running, so the stream cannot end while the fault's command starts; the command sees it stopped, and a group
+    the command left alive runs again afterwards."""
+    import json
+    import subprocess
+
+    from tenantry.gate.fault_agent import ENGINE_GROUP, agent_command
+    from tenantry.gate.target import run_fault_command
+
+    server, _ = _metrics_server(running_from=1)
+    engine = subprocess.Popen(["sleep", "120"], start_new_session=True)  # leads a process group, as vLLM's does
+    seen = tmp_path / "state"
+    try:
+        metrics = [f"http://127.0.0.1:{server.server_port}/metrics"]
+        commands = {"kill-engine": f"sh -c 'grep ^State: /proc/{engine.pid}/status > {seen}'",
+                    ENGINE_GROUP: f"echo {engine.pid}"}
+        command = agent_command("kill-engine", commands, metrics, "tiny", 5)
+        result = run_fault_command(command, "tiny")
+        after = next(line for line in open(f"/proc/{engine.pid}/status") if line.startswith("State:"))
+    finally:
+        server.shutdown()
+        engine.kill()
+        engine.wait()
+    report = json.loads(result.removeprefix("exit 0 "))
+    assert (report["running"], report["frozen"], report["exit"]) == (1.0, True, 0)
+    assert "T (stopped)" in seen.read_text(), seen.read_text()
+    assert "T (stopped)" not in after, after
+
+
+def test_without_a_group_to_freeze_the_fault_agent_runs_the_command_unfrozen(tmp_path):
+    import json
+
+    from tenantry.gate.fault_agent import ENGINE_GROUP, agent_command
+    from tenantry.gate.target import run_fault_command
+
+    server, _ = _metrics_server(running_from=1)
+    try:
+        metrics = [f"http://127.0.0.1:{server.server_port}/metrics"]
+        command = agent_command("kill-engine", {"kill-engine": "true", ENGINE_GROUP: "true"}, metrics, "tiny", 5)
+        report = json.loads(run_fault_command(command, "tiny").removeprefix("exit 0 "))
+    finally:
+        server.shutdown()
+    assert (report["running"], report["frozen"], report["exit"]) == (1.0, False, 0)

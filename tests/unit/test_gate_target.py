@@ -52,8 +52,10 @@ def test_side_by_side_runs_go_to_their_own_folders_and_a_lost_gateway_is_reporte
     results, lost = gate_run.run_targets(prepared, [on, off], tmp_path, True, None, echo=lambda _: None)
     assert ran == [tmp_path / "policy-on", tmp_path / "policy-off"] and len(results) == 2
     assert lost == ["without: gateway-plain died; its figures measure a lost gateway"]
-    assert off.calls == ["restore", "close", "restore"]  # before its run (the first may have stopped one), at the end
-    assert on.calls == ["close", "restore"]
+    # Restored before its run (the first may have stopped one); closed once its run is over, before the next
+    # starts (a side gateway's memory is the next run's); closed and restored again at the end.
+    assert on.calls == ["close", "close", "restore"]
+    assert off.calls == ["restore", "close", "close", "restore"]
 
 
 def test_every_target_is_closed_and_restored_when_a_run_fails(prepared, tmp_path, monkeypatch):

@@ -95,13 +95,14 @@ def test_the_local_target_does_every_fault_through_its_own_supervisor_and_the_bu
     import shlex
     import sys
 
+    from tenantry.gate.fault_agent import ENGINE_GROUP
     from tenantry.gate.scenario_model import FAULTS, RESTORES
     from tenantry.local.budget import budget_commands
     from tenantry.local.supervisor import SUPERVISORCTL, fault_commands
 
     layout = Layout(tmp_path / "a stack", 29100)
     commands = fault_commands(layout) | budget_commands(layout)
-    assert set(commands) == {*FAULTS, *RESTORES.values()}
+    assert set(commands) == {*FAULTS, *RESTORES.values(), ENGINE_GROUP}
     local_budget = [sys.executable, "-m", "tenantry", "local", "budget", "globex", "--dir", str(layout.root),
                     "--port-base", "29100"]
     assert shlex.split(commands["exhaust-budget"].format(tenant="globex")) == local_budget
@@ -114,6 +115,7 @@ def test_the_local_target_does_every_fault_through_its_own_supervisor_and_the_bu
     shell, flag, script = shlex.split(commands["kill-engine"].format(engine="tiny"))
     assert (shell, flag) == ("sh", "-c") and '-f -- "--served-model-name tiny ")' in script
     assert script.endswith('[ "$pid" -gt 1 ] && kill -KILL "-$pid"')
+    assert commands[ENGINE_GROUP].format(engine="tiny") in script  # the group frozen is the group killed
 
 
 def test_a_kill_command_kills_the_whole_process_group_and_nothing_when_the_program_is_not_running(tmp_path):
