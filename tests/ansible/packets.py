@@ -1,5 +1,6 @@
 """Packets that meet the hardened node's firewall: the booted container's network namespace joined by a veth pair
-to a peer namespace of this test's own, which sends from an admin, a cluster and a stranger's address. Nothing
+to a peer namespace of this test's own, which sends from an admin, a cluster, a stranger's and a site's extra
+address (SOURCES). Nothing
 touches the test machine's own network: both ends of the link live in namespaces created here and deleted after.
 
 A probe's verdict never rests on how long an answer takes: a packet the firewall accepts is answered (a TCP
