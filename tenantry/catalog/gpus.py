@@ -184,8 +184,12 @@ GPU_TYPES: dict[str, GpuType] = {
         GpuType(
             # The local stack's device: vLLM's CPU backend on the developer's
             # machine. Its memory is the budget tenantry gives one local engine
-            # (weights, reserve and the KV cache it is given), not a hardware figure.
-            name="CPU", memory_bytes=2 * GIB, memory_bandwidth_tb_s=0.0,
+            # (weights, reserve and the KV cache it is given), not a hardware figure:
+            # the local models are a few MB, and 512 MiB still caches some 400,000 of
+            # tiny's tokens, about 200 of its longest requests, where it runs 8.
+            # vLLM touches all of it at start: at 2 GiB each engine's worker held
+            # 2.3 GB, and `make test` beside `make local` ran six (docs/decisions.md).
+            name="CPU", memory_bytes=512 * MIB, memory_bandwidth_tb_s=0.0,
             bf16_dense_tflops=0.0, fp8_tensor_cores=False, interconnect="none",
             mig_profiles=(),
             source="tenantry's budget for one local vLLM CPU engine",
