@@ -14,18 +14,26 @@ from tests.ansible import builds
 
 ORDER = ("unit", "manifests", "gate", "local", "ansible")
 """The test directories, in the order they run (others after them, in pytest's order)."""
+FIRST_IN_LOCAL = ("test_faults_live.py", "test_alerts_live.py")
+"""tests/local's modules that run first, in this order (the others after them, in pytest's order): the faults'
+scenarios leave the tenants' rate-limit windows spent, and the alert drills, which need none of them, wait
+minutes on Prometheus meanwhile, so no module after them waits for those windows to end
+(tests/local/conftest.py: whole_rate_limits)."""
 TESTS = Path(__file__).resolve().parent
 
 SECONDS_PER_DIRECTORY: dict[str, float] = defaultdict(float)
 
 
-def _directory_rank(item) -> int:
-    directory = Path(item.path).relative_to(TESTS).parts[0]
-    return ORDER.index(directory) if directory in ORDER else len(ORDER)
+def _rank(item) -> tuple[int, int]:
+    parts = Path(item.path).relative_to(TESTS).parts
+    directory = ORDER.index(parts[0]) if parts[0] in ORDER else len(ORDER)
+    first = FIRST_IN_LOCAL.index(parts[1]) if parts[0] == "local" and parts[1] in FIRST_IN_LOCAL \
+        else len(FIRST_IN_LOCAL)
+    return directory, first
 
 
 def pytest_collection_modifyitems(session, config, items):
-    items.sort(key=_directory_rank)  # stable: each directory keeps pytest's own order
+    items.sort(key=_rank)  # stable: each directory keeps pytest's own order
 
 
 def pytest_collection_finish(session):

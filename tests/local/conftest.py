@@ -124,6 +124,13 @@ class RunningStack:
                 time.sleep(0.5)
         return time.monotonic() - started
 
+    def rate_windows_open(self) -> dict[str, float]:
+        """Every rate-limit window open now, and when (time.monotonic()) Redis ends it."""
+        with contextlib.closing(self._redis()) as client:
+            now = time.monotonic()
+            return {key: now + ttl / 1000 for key in client.scan_iter(match="*:window")
+                    if (ttl := client.pttl(key)) > 0}
+
     def database_url(self) -> str:
         """LiteLLM's PostgreSQL database, as its gateways reach it."""
         from tenantry.local.credentials import postgres_password
@@ -147,6 +154,28 @@ def stack(request) -> RunningStack:
     # A failed session keeps the stack's logs in its directory (the next session removes them).
     leftover = live_stacks.down(live_stacks.TESTS, keep_logs=request.session.testsfailed > 0)
     assert leftover == [], f"processes survived supervisor's shutdown and were killed: {leftover}"
+
+
+WINDOWS_LEFT_OPEN = pytest.StashKey[dict[str, float]]()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def whole_rate_limits(request):
+    """A module after one that ran tenants near their contracts (SPENDS_RATE_LIMITS = True: the faults'
+    scenarios) starts once the rate-limit windows that module left open have ended, unless it declares
+    WAITS_FOR_ITS_OWN_RATE_LIMITS (it needs none, or waits for the ones it needs): otherwise its tenants
+    would start with their TPM or RPM partly spent (CI, 22bfaeb: two of the hostile-tenant probes were
+    answered 429 after the gate's scenarios spent acme's TPM). Only those windows: the ones a module opens
+    itself with a few requests end on their own and spend nobody's contract."""
+    stash = request.session.stash
+    if stash.get(WINDOWS_LEFT_OPEN, {}) and not getattr(request.module, "WAITS_FOR_ITS_OWN_RATE_LIMITS", False):
+        until = max(stash[WINDOWS_LEFT_OPEN].values())
+        while time.monotonic() < until:  # Redis ends each window at its TTL: the wait is that time, no guess
+            time.sleep(0.5)
+        stash[WINDOWS_LEFT_OPEN] = {}
+    yield
+    if getattr(request.module, "SPENDS_RATE_LIMITS", False):
+        stash[WINDOWS_LEFT_OPEN] = request.getfixturevalue("stack").rate_windows_open()
 
 
 TENANTRY = Path(sys.executable).parent / "tenantry"

@@ -33,7 +33,7 @@ BURST_SECONDS = 0.05
 
 
 @contextlib.contextmanager
-def _on_time():
+def on_time():
     """The calling thread in the real-time scheduling class for the duration (the tests run as root; elsewhere it
     stays as it was), so that a burst ends when it should, whatever else the machine runs: on a fresh clone of
     0039793 with a third stack loading the two cores, a 50 ms burst ran long enough for every held stream of the
@@ -136,7 +136,7 @@ class HeldStreams:
 
     def _burst(self) -> bool:
         """The engine runs for BURST_SECONDS, then is paused again (True, for use in a condition)."""
-        with _on_time():
+        with on_time():
             self._resume()
             try:
                 time.sleep(BURST_SECONDS)

@@ -20,11 +20,9 @@ from tests.local.conftest import SPEC, run_tenantry
 
 pytestmark = pytest.mark.slow
 
-@pytest.fixture(scope="module", autouse=True)
-def rate_limits_left_whole(stack):
-    """The scenarios run tenants near their contracts: the modules after this one start with whole limits."""
-    yield
-    stack.rate_windows_ended()
+SPENDS_RATE_LIMITS = True
+"""The scenarios run tenants near their contracts: the modules after this one start once its windows have
+ended (tests/local/conftest.py: whole_rate_limits)."""
 
 
 READY_WITHIN_SECONDS = 240

@@ -17,6 +17,7 @@ import pytest
 from tenantry.local.health import LocalStackError
 from tenantry.local.supervisor import program_pid, restart_engine_if_stopped, wait_for_engine
 from tests.local.conftest import answers_again_after_idle, chat, longest_token, stream_text
+from tests.local.held_streams import on_time, scheduler_processes
 
 
 def test_an_engine_serves_a_one_token_prompt_as_its_very_first_request(stack):
@@ -35,34 +36,42 @@ NO_HANG_SECONDS = 60
 """The client's read timeout: a stream whose engine died that sent nothing for this long hangs."""
 
 
-FROZEN_AFTER_TOKENS = 5
-"""The engine is frozen once it reports this many tokens of the stream generated: far from its max_tokens."""
+STEP_SECONDS = 0.02
+"""How long the engine's generating processes run at a time: a few of tiny's tokens on two CPU cores, where the
+stream asks for 1,000."""
+RELAY_SECONDS = 2.0
+"""How long, after a step in which the engine generated, the gateway has to relay it to the client, the engine
+frozen."""
 
 
-def _freeze_then_kill(stack, engine: str, group: int, baseline: float, client_has_content: threading.Event,
-                      abandon: threading.Event, done: dict) -> None:
-    """SIGSTOP the engine's process group once it has generated a few of the stream's tokens, then SIGKILL it
-    once the client holds a chunk. Frozen, the engine cannot finish the stream however far LiteLLM lags
-    behind it (CI on b2ef3ee: the 1,000 tokens were done before the client saw 5 chunks); the freeze waits
-    on the engine's own counter, not on the client."""
+def _step_then_kill(stack, engine: str, group: int, generators: list[int], baseline: float,
+                    client_has_content: threading.Event, abandon: threading.Event, done: dict) -> None:
+    """With the engine's scheduler and worker (held_streams.scheduler_processes) frozen before the request was
+    sent, let them run STEP_SECONDS at a time, each step followed, once the engine reports tokens generated, by
+    up to RELAY_SECONDS frozen for the client to receive a chunk; once it holds one, SIGKILL the whole group.
+    Between two looks the engine can only have made a step's tokens, so the stream cannot reach its end however
+    far the gateway lags (CI on b2ef3ee: 1,000 tokens done before the client saw 5 chunks; a fresh clone of
+    84d5f84: an engine polled every 10 ms reported all 1,000 at its first look)."""
     deadline = time.monotonic() + NO_HANG_SECONDS
     try:
-        while time.monotonic() < deadline and not abandon.is_set():
-            generated = stack.engine_metric(engine, "vllm:generation_tokens_total") - baseline
-            if generated >= FROZEN_AFTER_TOKENS:
-                os.killpg(group, signal.SIGSTOP)
-                done["frozen_after_tokens"] = generated
-                break
-            time.sleep(0.01)  # a few tokens at most between two looks
-        client_has_content.wait(timeout=max(0.0, deadline - time.monotonic()))
+        while time.monotonic() < deadline and not abandon.is_set() and not client_has_content.is_set():
+            with on_time():  # the step ends when it should, however busy the machine
+                for pid in generators:
+                    os.kill(pid, signal.SIGCONT)
+                time.sleep(STEP_SECONDS)  # the step itself, not a wait for something
+                for pid in generators:
+                    os.kill(pid, signal.SIGSTOP)
+            if stack.engine_metric(engine, "vllm:generation_tokens_total") > baseline:  # else step again at once
+                client_has_content.wait(timeout=RELAY_SECONDS)
+        done["frozen_after_tokens"] = stack.engine_metric(engine, "vllm:generation_tokens_total") - baseline
     finally:
         os.killpg(group, signal.SIGKILL)  # never left frozen, whatever happened above
         done["killed"] = True
 
 
 def test_an_engine_killed_mid_stream_ends_its_stream_with_an_error_event_and_new_requests_fall_back(stack):
-    # SIGKILL to the engine's whole process group, as the kill-engine fault does, but at once and while the
-    # engine is frozen mid-stream (_freeze_then_kill).
+    # SIGKILL to the engine's whole process group, as the kill-engine fault does, but while the engine is
+    # frozen mid-stream (_step_then_kill).
     group = program_pid(stack.layout, "engine-tiny")
     assert group, "engine tiny is not running"
     max_tokens = 1000
@@ -70,10 +79,13 @@ def test_an_engine_killed_mid_stream_ends_its_stream_with_an_error_event_and_new
             "max_tokens": max_tokens, "stream": True,
             "logit_bias": {str(longest_token(stack, "tiny")): 100}}  # no early end of sequence
     lines, done, client_has_content, abandon = [], {}, threading.Event(), threading.Event()
-    killer = threading.Thread(target=_freeze_then_kill, args=(
-        stack, "tiny", group, stack.engine_metric("tiny", "vllm:generation_tokens_total"), client_has_content,
-        abandon, done))
+    generators = scheduler_processes(stack.layout, "tiny")
+    killer = threading.Thread(target=_step_then_kill, args=(
+        stack, "tiny", group, generators, stack.engine_metric("tiny", "vllm:generation_tokens_total"),
+        client_has_content, abandon, done))
     try:
+        for pid in generators:
+            os.kill(pid, signal.SIGSTOP)  # nothing generated until the killer's first step
         killer.start()
         with stack.client("acme", timeout=NO_HANG_SECONDS) as client, client.stream("POST", "/v1/chat/completions",
                                                                         json=body) as streamed:

@@ -17,7 +17,7 @@ WAITS_THAT_ARE_THE_EFFECT = {
         "the Plan's metrics_max_age_seconds must pass for the stopped engine's last sample to be stale",
     ("local/test_showback_live.py", "test_showback_spend_per_tenant_is_the_sum_of_the_answers_priced_at_the_plans_prices"):
         "`--since` counts whole seconds: the first request must fall a second after the period's start",
-    ("local/test_budget_alert_live.py", "budget_warning"):
+    ("local/test_alerts_live.py", "budget_warning"):
         "paces the requests of wait_for's poll, so the spend gauges are scraped between them",
     ("local/held_streams.py", "_burst"):
         "the engine's run between two looks at its gauge, each a step of _wait's poll: a pace, not a guess",
