@@ -81,6 +81,9 @@ PolicyPack(
         _stack_rule("engines-fetch-nothing-at-start", "Engines run with the Hub offline, without init containers, "
                     "from read-only cache claims a Job they wait for fills; runtime LoRA updating stays off.",
                     _against_the_plan(engine_policies.engines_fetch_nothing_at_start)),
+        _stack_rule("groups-leave-controller-names", "No object takes a name the LeaderWorkerSet controller derives "
+                    "for a group (its headless Service, StatefulSets), so the leader's address resolves.",
+                    engine_policies.groups_leave_the_controller_its_names),
         _stack_rule("bucket-readers-have-identity", "Every pod that reads or writes a bucket runs as the stack's "
                     "declared cloud identity.", _against_the_plan(bucket_policies.bucket_readers_have_an_identity)),
         _stack_rule("node-patches-leave-taints", "NodePatches force their labels and never set the taint list, "

@@ -84,6 +84,15 @@ def serving_selector(e: EnginePlan) -> dict[str, str]:
     return {**engine_selector(e.name), **({LWS_WORKER_INDEX_LABEL: "0"} if e.pipeline_parallel > 1 else {})}
 
 
+def api_service_name(e: EnginePlan) -> str:
+    """The engine's API Service. Across nodes it is named apart from the group: the pinned LeaderWorkerSet
+    controller (v0.10.0, reconcileHeadlessServices) creates a headless Service named after the group, which gives
+    its pods the DNS names LWS_LEADER_ADDRESS points at (`<group>-<index>.<group>.<namespace>`), and creates
+    nothing where a Service of that name already exists; a ClusterIP Service there leaves the leader's address
+    unresolved and the group never forms (manifests/engine_policies.groups_leave_the_controller_its_names)."""
+    return f"{e.name}-api" if e.pipeline_parallel > 1 else e.name
+
+
 def engine_node_selector(e: EnginePlan) -> dict[str, str]:
     """The pool's nodes; on a pool dedicated to the engine's tenant, the nodes labelled for it as well."""
     return {POOL_LABEL: e.pool, **({DEDICATED_LABEL: e.dedicated_to} if e.dedicated_nodes and e.dedicated_to else {})}
@@ -128,11 +137,11 @@ class Engine(pulumi.ComponentResource):
             spec={"maxUnavailable": 1, "selector": {"matchLabels": selector}},
             opts=child,
         )
-        self.service = cluster_service(f"{name}-service", e.name, ns, pod_labels, serving_selector(e), "http", PORT,
-                                       child)
+        self.service = cluster_service(f"{name}-service", api_service_name(e), ns, pod_labels, serving_selector(e),
+                                       "http", PORT, child)
         service_monitor(f"{name}-monitor", e.name, ns, selector, port="http", path="/metrics", opts=child,
                         crd_release=args.monitoring_release, interval_seconds=args.scrape_interval_seconds)
-        self.url = f"http://{e.name}.{ns}.svc:{PORT}/v1"
+        self.url = f"http://{api_service_name(e)}.{ns}.svc:{PORT}/v1"
         self.register_outputs({"url": self.url})
 
 

@@ -34,6 +34,7 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *engine_policies.engine_volumes_hold_their_checkpoint(resources, plan),
         *engine_policies.engines_scale_within_the_plans_bounds(resources, plan),
         *engine_policies.engines_fetch_nothing_at_start(resources, plan),
+        *engine_policies.groups_leave_the_controller_its_names(resources),
         *bucket_policies.bucket_readers_have_an_identity(resources, plan),
         *cluster_policies.node_patches_leave_taints_alone(resources),
         *cluster_policies.autoscalers_have_a_metrics_api(resources, plan),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from tenantry.manifests.resources import (Resource, pod_spec, pod_templates, quantity_bytes, volume_size,
                                          workloads_by_name)
 from tenantry.plan.model import Plan
@@ -170,3 +173,52 @@ def _mount_from_filled_claim(deployment: Resource, pod: dict, vllm: dict, path: 
     if not any(j.urn and j.urn in deployment.dependencies for j in fillers):
         violations.append(f"{deployment.label} mounts claim {claim} at {path}, which no Job it waits for fills")
     return violations
+
+
+@dataclass(frozen=True)
+class GroupNames:
+    """What the pinned LeaderWorkerSet controller (v0.10.0) creates for a group, as it names it: with the default
+    subdomain policy (Shared) one headless Service named after the group (reconcileHeadlessServices), which its
+    leader StatefulSet's pods and every worker StatefulSet take as their subdomain; with UniquePerReplica one per
+    replica, named after that replica's leader pod. The leader StatefulSet takes the group's name, each
+    replica's worker StatefulSet its leader pod's (`<group>-<replica>`); LWS_LEADER_ADDRESS is
+    `<group>-<replica>.<subdomain>.<namespace>` (pkg/utils/pod/pod_utils.go: AddLWSVariables)."""
+
+    group: str
+    namespace: str
+    shared_subdomain: bool
+
+    def headless_service(self, replica: int) -> str:
+        return self.group if self.shared_subdomain else f"{self.group}-{replica}"
+
+    def leader_address(self, replica: int) -> str:
+        return f"{self.group}-{replica}.{self.headless_service(replica)}.{self.namespace}"
+
+    def owns(self, kind: str, name: str) -> bool:
+        """Whether the controller creates an object of this kind and name, for any number of replicas."""
+        per_replica = re.fullmatch(rf"{re.escape(self.group)}-\d+", name) is not None
+        if kind == "StatefulSet":
+            return name == self.group or per_replica
+        if kind == "Service":
+            return name == self.group if self.shared_subdomain else per_replica
+        return False
+
+
+def group_names(group: Resource) -> GroupNames:
+    policy = ((group.props.get("spec") or {}).get("networkConfig") or {}).get("subdomainPolicy") or "Shared"
+    return GroupNames(group.metadata.get("name", ""), group.namespace or "default", policy == "Shared")
+
+
+def groups_leave_the_controller_its_names(resources: list[Resource]) -> list[str]:
+    """No object of tenantry's takes a name the LeaderWorkerSet controller derives for a group: the controller
+    creates its headless Service only where none of that name exists, so a Service of ours there would leave
+    LWS_LEADER_ADDRESS unresolved, and the group's workers could never reach their leader."""
+    found = []
+    for group in (r for r in resources if r.kind == "LeaderWorkerSet"):
+        names = group_names(group)
+        for other in resources:
+            if other.namespace == names.namespace and names.owns(other.kind, other.metadata.get("name", "")):
+                found.append(f"{other.label} takes a name the LeaderWorkerSet controller derives for group "
+                             f"{names.group}: the controller would not create its headless Service, and the leader's "
+                             f"address ({names.leader_address(0)}) would not resolve")
+    return found

@@ -15,7 +15,7 @@ from tenantry.plan.model import EnginePlan, Plan
 
 
 def engines_are_routed_as_planned(resources: list[Resource], plan: Plan) -> list[str]:
-    from tenantry.deploy.engine import serving_selector
+    from tenantry.deploy.engine import api_service_name, serving_selector
     from tenantry.deploy.gateway import NAME as GATEWAY_CONFIGMAP
     from tenantry.deploy.kv_routing import gateway_service
 
@@ -30,8 +30,9 @@ def engines_are_routed_as_planned(resources: list[Resource], plan: Plan) -> list
         host = (called.get(e.name) or "").split(".")[0]
         selecting = [p for p in pools if selects((p.props.get("spec") or {}).get("selector") or {}, serving_selector(e))]
         if e.routing is None:
-            if host != e.name:
-                violations.append(f"engine {e.name} routes through its Service, but LiteLLM calls {host!r}")
+            if host != api_service_name(e):
+                violations.append(f"engine {e.name} routes through its Service {api_service_name(e)}, but LiteLLM "
+                                  f"calls {host!r}")
             violations += [f"engine {e.name} routes through its Service, but InferencePool {p.metadata.get('name')} "
                            f"selects its pods" for p in selecting]
             continue
@@ -44,7 +45,7 @@ def engines_are_routed_as_planned(resources: list[Resource], plan: Plan) -> list
 
 def _pool_as_planned(e: EnginePlan, resources: list[Resource], selecting: list[Resource]) -> list[str]:
     from tenantry.configs.vllm import PORT
-    from tenantry.deploy.engine import serving_selector
+    from tenantry.deploy.engine import api_service_name, serving_selector
 
     assert e.routing is not None
     pool = next((p for p in selecting if p.metadata.get("name") == e.routing.pool), None)

@@ -14,7 +14,8 @@ from tenantry.deploy.gateway import SELECTOR
 from tenantry.deploy.model_cache import ADAPTERS_DIR, WEIGHTS_DIR
 from tenantry.manifests.checks import policy_violations
 from tenantry.manifests.crd_policies import custom_resources_wait_for_their_crds
-from tenantry.manifests.engine_policies import engines_match_the_plan
+from tenantry.manifests.engine_policies import (engines_match_the_plan, group_names,
+                                                groups_leave_the_controller_its_names)
 from tenantry.manifests.policies import engines_reachable_only_from_gateway, versions_are_pinned
 from tenantry.manifests.validate import validate_manifests
 from tenantry.pins import chart
@@ -53,8 +54,38 @@ def test_the_replica_is_a_group_of_a_leader_and_a_worker_each_with_a_node(stack)
     # Only the leader serves the API: its probes and port; the worker has none to probe.
     assert "startupProbe" in leader and leader["ports"] == [{"name": "http", "containerPort": 8000}]
     assert not {"startupProbe", "readinessProbe", "livenessProbe", "ports"} & set(worker)
-    service = manifest(rendering, "Service", "llama-405b")
+    service = manifest(rendering, "Service", "llama-405b-api")
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+
+
+def test_the_controller_gets_every_name_it_derives_and_the_gateway_calls_the_api_service(stack):
+    """The pinned LWS controller makes the group's headless Service (`llama-405b`) only where no Service of that
+    name exists; it is what LWS_LEADER_ADDRESS resolves through. tenantry's API Service is named apart, and the
+    gateway calls that one."""
+    plan, rendering, resources = stack
+    group = next(r for r in resources if r.kind == "LeaderWorkerSet")
+    names = group_names(group)
+    namespace = group.namespace
+    assert names.headless_service(0) == "llama-405b"
+    assert names.leader_address(0) == f"llama-405b-0.llama-405b.{namespace}"
+    taken = [r.label for r in resources if r.namespace == namespace and names.owns(r.kind, r.metadata.get("name", ""))]
+    assert taken == []
+    assert groups_leave_the_controller_its_names(resources) == []
+    config = manifest(rendering, "ConfigMap", "tenantry-gateway")["data"]["config.yaml"]
+    assert f"http://llama-405b-api.{namespace}.svc:8000/v1" in config
+    # As rendered before the fix: the API Service took the group's name, and the group could never form.
+    squatted = changed(resources, "Service", "llama-405b-api",
+                       lambda props: props["metadata"].update(name="llama-405b"))
+    assert groups_leave_the_controller_its_names(squatted) == [
+        f"Service {namespace}/llama-405b takes a name the LeaderWorkerSet controller derives for group llama-405b: "
+        f"the controller would not create its headless Service, and the leader's address "
+        f"(llama-405b-0.llama-405b.{namespace}) would not resolve"]
+    # Per replica under UniquePerReplica: `<group>-<replica>` is the controller's then, the group's own name is not.
+    unique = changed(resources, "LeaderWorkerSet", "llama-405b",
+                     lambda props: props["spec"].update(networkConfig={"subdomainPolicy": "UniquePerReplica"}))
+    per_replica = group_names(next(r for r in unique if r.kind == "LeaderWorkerSet"))
+    assert per_replica.leader_address(1) == f"llama-405b-1.llama-405b-1.{namespace}"
+    assert per_replica.owns("Service", "llama-405b-3") and not per_replica.owns("Service", "llama-405b")
 
 
 def test_the_group_meets_the_pinned_crd_and_waits_for_the_controller_it_needs(stack):
