@@ -131,6 +131,30 @@ class RunningStack:
             return {key: now + ttl / 1000 for key in client.scan_iter(match="*:window")
                     if (ttl := client.pttl(key)) > 0}
 
+    def team(self, tenant: str) -> dict:
+        """The tenant's team as LiteLLM keeps it (its spend and budget)."""
+        with self.client() as admin:
+            return next(t for t in admin.get("/team/list").json() if t["team_alias"] == tenant)
+
+    @contextlib.contextmanager
+    def budget_allowance(self, tenant: str):
+        """For the block, the tenant may spend its own budget again, above what it has spent; the Plan's budget
+        is set back after. thrifty's budget is a few requests and every gate scenario on this stack sends it
+        traffic (the faults' run first), so a test that needs it served cannot count on an unspent budget
+        (CI: the dashboards' traffic was answered 422, budget exceeded). Yields the spend before. LiteLLM's
+        cached team may take up to a minute to see the allowance: callers retry until served."""
+        plan_tenant = self.up.plan.tenant(tenant)
+        team = self.team(tenant)
+        with self.client() as admin:
+            raised = admin.post("/team/update", json={"team_id": team["team_id"],
+                                                      "max_budget": team["spend"] + plan_tenant.budget_usd})
+            assert raised.status_code == 200, raised.text
+            try:
+                yield team["spend"]
+            finally:
+                admin.post("/team/update", json={"team_id": team["team_id"],
+                                                  "max_budget": plan_tenant.gateway_max_budget_usd})
+
     def database_url(self) -> str:
         """LiteLLM's PostgreSQL database, as its gateways reach it."""
         from tenantry.local.credentials import postgres_password

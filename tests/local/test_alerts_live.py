@@ -131,18 +131,14 @@ def _engine_down_drill(stack: RunningStack) -> EngineDown:
     return EngineDown(rule, stopped_at, restarted_at, firing, resolved)
 
 
-def _team(admin) -> dict:
-    return next(t for t in admin.get("/team/list").json() if t["team_alias"] == BUDGET_TENANT)
-
-
-def _recorded_spend(admin, more_than: float) -> float:
+def _recorded_spend(stack, more_than: float) -> float:
     """The team's spend once LiteLLM's batch writer has put all of it in PostgreSQL: above `more_than` and
     unchanged across more than one batch interval. Lowering the budget from a
     figure the gateway's memory is already past would refuse every further request."""
     deadline = time.monotonic() + 180
     previous = -1.0
     while time.monotonic() < deadline:
-        spend = _team(admin)["spend"]
+        spend = stack.team(BUDGET_TENANT)["spend"]
         if spend > more_than and spend == previous:
             return spend
         previous = spend
@@ -156,14 +152,14 @@ def _budget_drill(stack: RunningStack) -> tuple[float, Notification]:
     tenant = stack.up.plan.tenant(BUDGET_TENANT)
     started = time.time()
     with stack.client(BUDGET_TENANT) as client, stack.client() as admin:
-        team_id = _team(admin)["team_id"]
+        team_id = stack.team(BUDGET_TENANT)["team_id"]
         # Whole limits for the warm-up: an earlier module (the faults' scenarios) may have spent its minute.
         stack.rate_windows_ended(team_id, hashlib.sha256(stack.key(BUDGET_TENANT).encode()).hexdigest())
-        before = _team(admin)["spend"]
+        before = stack.team(BUDGET_TENANT)["spend"]
         for _ in range(WARM_UP_REQUESTS):
             answer = chat(client, "tiny", "hello there")
             assert answer.status_code == 200, answer.text
-        lowered = _recorded_spend(admin, more_than=before) / SPENT_SHARE
+        lowered = _recorded_spend(stack, more_than=before) / SPENT_SHARE
         assert admin.post("/team/update", json={"team_id": team_id, "max_budget": lowered}).status_code == 200
         try:
             def budget_warning() -> Notification | None:

@@ -113,10 +113,6 @@ def test_the_rpm_limit_refuses_exactly_after_the_limit(stack):
         assert int(refused.headers["retry-after"]) > 0
 
 
-def _thrifty(admin: httpx.Client) -> dict:
-    return next(t for t in admin.get("/team/list").json() if t["team_alias"] == "thrifty")
-
-
 def _stream_priced(stack, tenant: str, model: str, prices: dict) -> tuple[int, float, str]:
     """One streamed request: its status, the cost of its usage at the Plan's prices (0 without an
     answer), and the refusal's text."""
@@ -141,39 +137,31 @@ def test_a_budget_spent_mid_run_stops_the_tenant_and_every_stream_in_flight_is_c
     from tenantry.showback import model_prices
 
     prices = model_prices(stack.up.plan)
-    budget = stack.up.plan.tenant("thrifty").budget_usd
-    with stack.client() as admin:
-        team = _thrifty(admin)
-        spent_before = team["spend"]
-        assert admin.post("/team/update", json={"team_id": team["team_id"],
-                                                "max_budget": spent_before + budget}).status_code == 200
-        try:
-            results: list[tuple[int, float, str]] = []
-            deadline = time.monotonic() + 90  # LiteLLM's cached team takes up to a minute to see the allowance
-            while time.monotonic() < deadline and not any(status == 200 for status, _, _ in results):
-                results = [_stream_priced(stack, "thrifty", "micro", prices)]
-                time.sleep(2)
-            deadline = time.monotonic() + 90
-            with ThreadPoolExecutor(2) as pool:
-                while results[-1][0] == 200 and time.monotonic() < deadline and len(results) < 60:
-                    results += pool.map(lambda _: _stream_priced(stack, "thrifty", "micro", prices), range(2))
-                    time.sleep(1)  # spend reaches the database every few seconds
-            statuses = [status for status, _, _ in results]
-            # LiteLLM 1.108 answers an exceeded budget with 400 (or 422) and type budget_exceeded.
-            assert statuses[0] == 200 and statuses[-1] in (400, 422, 429), statuses
-            assert "budget" in results[-1][2].lower(), results[-1][2]
-            served_usd = sum(cost for _, cost, _ in results)
-            # The refusal came from spend LiteLLM counts in memory; the database gets it in batches.
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                team = _thrifty(admin)
-                if team["spend"] - spent_before >= served_usd * (1 - 1e-9):
-                    break
-                time.sleep(2)
-            assert team["spend"] > team["max_budget"], team
-            assert team["spend"] - spent_before == pytest.approx(served_usd, rel=1e-6), (team, statuses)
-        finally:
-            admin.post("/team/update", json={"team_id": team["team_id"], "max_budget": budget})
+    with stack.budget_allowance("thrifty") as spent_before:
+        results: list[tuple[int, float, str]] = []
+        deadline = time.monotonic() + 90  # LiteLLM's cached team takes up to a minute to see the allowance
+        while time.monotonic() < deadline and not any(status == 200 for status, _, _ in results):
+            results = [_stream_priced(stack, "thrifty", "micro", prices)]
+            time.sleep(2)
+        deadline = time.monotonic() + 90
+        with ThreadPoolExecutor(2) as pool:
+            while results[-1][0] == 200 and time.monotonic() < deadline and len(results) < 60:
+                results += pool.map(lambda _: _stream_priced(stack, "thrifty", "micro", prices), range(2))
+                time.sleep(1)  # spend reaches the database every few seconds
+        statuses = [status for status, _, _ in results]
+        # LiteLLM 1.108 answers an exceeded budget with 400 (or 422) and type budget_exceeded.
+        assert statuses[0] == 200 and statuses[-1] in (400, 422, 429), statuses
+        assert "budget" in results[-1][2].lower(), results[-1][2]
+        served_usd = sum(cost for _, cost, _ in results)
+        # The refusal came from spend LiteLLM counts in memory; the database gets it in batches.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            team = stack.team("thrifty")
+            if team["spend"] - spent_before >= served_usd * (1 - 1e-9):
+                break
+            time.sleep(2)
+        assert team["spend"] > team["max_budget"], team
+        assert team["spend"] - spent_before == pytest.approx(served_usd, rel=1e-6), (team, statuses)
 
 
 def test_the_reconciler_is_idempotent_updates_quotas_and_blocks_removed_tenants(stack):
