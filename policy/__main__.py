@@ -60,6 +60,8 @@ PolicyPack(
                     "kv-aware, its own Gateway's and endpoint picker's pods).",
                     lambda rs: rules.engines_reachable_only_from_gateway(
                         rs, GATEWAY_SELECTOR, chart("kube-prometheus-stack").namespace)),
+        _stack_rule("nothing-public", "No Service, rendered or created by Istio for a Gateway, is a NodePort or "
+                    "LoadBalancer: the spec has no external entry.", rules.nothing_is_public),
         _stack_rule("requests-and-limits", "Every container has CPU and memory requests and limits.",
                     rules.containers_have_requests_and_limits),
         _stack_rule("versions-pinned", "Every image and chart version is pinned in tenantry.pins.",

@@ -61,10 +61,19 @@ def gateway_service(e: EnginePlan) -> str:
     return f"{e.routing.gateway}-{GATEWAY_CLASS}"
 
 
+SERVICE_TYPE_ANNOTATION = "networking.istio.io/service-type"
+GATEWAY_ANNOTATIONS = {SERVICE_TYPE_ANNOTATION: "ClusterIP"}
+"""On the Gateway's own metadata: Istio 1.30.3 gives the Service it creates for a Gateway of class `istio` its
+class's default type, LoadBalancer (pilot/pkg/config/kube/gatewaycommon/classinfo.go), unless the Gateway's
+annotations say otherwise (deploymentcontroller.go reads gw.Annotations only; spec.infrastructure.annotations are
+copied onto the objects it creates and never read). The annotation is deprecated for
+spec.infrastructure.routeability, which this Istio does not implement yet: the Gateway's status says so, and the
+engines stay inside the cluster. tenantry offers no external entry to an engine: tenants reach engines only
+through LiteLLM."""
+
+
 def gateway_spec() -> dict[str, Any]:
-    # Istio gives a Gateway's Service type LoadBalancer unless told otherwise: the engines must not leave the cluster.
     return {"gatewayClassName": GATEWAY_CLASS,
-            "infrastructure": {"annotations": {"networking.istio.io/service-type": "ClusterIP"}},
             "listeners": [{"name": "http", "protocol": "HTTP", "port": GATEWAY_PORT,
                            "allowedRoutes": {"namespaces": {"from": "Same"}}}]}
 
@@ -137,8 +146,9 @@ class KvRouting(pulumi.ComponentResource):
                   ("Gateway", GATEWAY_API_VERSION, e.routing.gateway, gateway_spec()),
                   ("HTTPRoute", GATEWAY_API_VERSION, e.routing.gateway, route_spec(e))]
         for kind, api_version, object_name, spec in custom:
+            metadata = {**meta(object_name), **({"annotations": GATEWAY_ANNOTATIONS} if kind == "Gateway" else {})}
             k8s.apiextensions.CustomResource(f"{name}-{kind.lower()}-{object_name}", api_version=api_version, kind=kind,
-                                             metadata=meta(object_name), spec=spec, opts=after)
+                                             metadata=metadata, spec=spec, opts=after)
         for policy in routing_policies(e, args.monitoring_namespace):
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-{policy['metadata']['name']}", metadata={**policy["metadata"], "namespace": ns},

@@ -25,6 +25,7 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
     return [
         *rules.tenant_namespaces_are_isolated(resources, GATEWAY_SELECTOR, GATEWAY_PORT),
         *rules.engines_reachable_only_from_gateway(resources, GATEWAY_SELECTOR, chart("kube-prometheus-stack").namespace),
+        *rules.nothing_is_public(resources),
         *rules.containers_have_requests_and_limits(resources),
         *rules.versions_are_pinned(resources),
         *rules.no_secret_in_plain_text(resources),

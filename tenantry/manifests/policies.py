@@ -97,6 +97,24 @@ def engines_reachable_only_from_gateway(resources: list[Resource], gateway_selec
     return violations
 
 
+PUBLIC_SERVICE_TYPES = ("NodePort", "LoadBalancer")
+
+
+def nothing_is_public(resources: list[Resource]) -> list[str]:
+    """No Service leaves the cluster, neither one tenantry renders nor one Istio creates for a Gateway (of class
+    istio a LoadBalancer unless the Gateway's own annotation says otherwise): the spec has no external entry, so
+    a public address is always an accident; tenants reach the platform through the gateway's Service, exposed by
+    the platform team's own ingress (docs/platform.md)."""
+    from tenantry.manifests.routing_policies import istio_gateway, istio_gateway_service_type
+
+    found = [f"{r.label} is of type {kind}: it would be reachable from outside the cluster" for r in resources
+             if r.kind == "Service" and (kind := (r.props.get("spec") or {}).get("type")) in PUBLIC_SERVICE_TYPES]
+    found += [f"Gateway {r.namespace}/{r.metadata.get('name')}'s Service would be {kind}: Istio creates it "
+              f"reachable from outside the cluster" for r in resources
+              if istio_gateway(r) and (kind := istio_gateway_service_type(r)) in PUBLIC_SERVICE_TYPES]
+    return found
+
+
 def _routed_peers(resources: list[Resource], namespace: str | None, pod_labels: dict[str, str]) -> list[dict[str, Any]]:
     """The pods a kv-aware engine's pods may admit besides the gateway: for each InferencePool selecting them, the
     pods of its endpoint picker's Service and of every Gateway whose HTTPRoute sends to the pool."""

@@ -80,6 +80,22 @@ def _picker_reads_the_pool(e: EnginePlan, resources: list[Resource], ref: dict[s
     return []
 
 
+def istio_gateway(r: Resource) -> bool:
+    """A Gateway API Gateway of Istio's class (not a Pulumi component that happens to be called Gateway)."""
+    from tenantry.deploy.kv_routing import GATEWAY_API_VERSION, GATEWAY_CLASS
+
+    return (r.kind == "Gateway" and r.props.get("apiVersion") == GATEWAY_API_VERSION
+            and (r.props.get("spec") or {}).get("gatewayClassName") == GATEWAY_CLASS)
+
+
+def istio_gateway_service_type(gateway: Resource) -> str:
+    """The type of the Service Istio 1.30.3 creates for a Gateway of its class: the Gateway's own
+    networking.istio.io/service-type annotation, else LoadBalancer (tenantry/deploy/kv_routing.GATEWAY_ANNOTATIONS)."""
+    from tenantry.deploy.kv_routing import SERVICE_TYPE_ANNOTATION
+
+    return (gateway.metadata.get("annotations") or {}).get(SERVICE_TYPE_ANNOTATION, "LoadBalancer")
+
+
 def _routes_send_to_the_pool(e: EnginePlan, resources: list[Resource]) -> list[str]:
     from tenantry.deploy.kv_routing import GATEWAY_CLASS
 
@@ -91,9 +107,9 @@ def _routes_send_to_the_pool(e: EnginePlan, resources: list[Resource]) -> list[s
     violations = []
     if spec.get("gatewayClassName") != GATEWAY_CLASS:
         violations.append(f"Gateway {e.routing.gateway} is of class {spec.get('gatewayClassName')!r}, not {GATEWAY_CLASS}")
-    if ((spec.get("infrastructure") or {}).get("annotations") or {}).get("networking.istio.io/service-type") != "ClusterIP":
-        violations.append(f"Gateway {e.routing.gateway}'s Service would not be ClusterIP: the engine would leave the "
-                          f"cluster")
+    if (service_type := istio_gateway_service_type(gateway)) != "ClusterIP":
+        violations.append(f"Gateway {e.routing.gateway}'s Service would be {service_type}, not ClusterIP: the engine "
+                          f"would leave the cluster")
     routes = [r for r in resources if r.kind == "HTTPRoute" and any(
         p.get("name") == e.routing.gateway for p in (r.props.get("spec") or {}).get("parentRefs") or [])]
     backends = [b for r in routes for rule in (r.props.get("spec") or {}).get("rules") or []

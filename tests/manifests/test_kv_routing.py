@@ -16,7 +16,8 @@ from tenantry.deploy.endpoint_picker import PLUGINS
 from tenantry.deploy.gateway import SELECTOR
 from tenantry.manifests.checks import policy_violations
 from tenantry.manifests.crd_policies import custom_resources_wait_for_their_crds
-from tenantry.manifests.policies import engines_reachable_only_from_gateway, versions_are_pinned
+from tenantry.manifests.policies import (engines_reachable_only_from_gateway, nothing_is_public,
+                                         versions_are_pinned)
 from tenantry.manifests.routing_policies import engines_are_routed_as_planned
 from tenantry.manifests.validate import validate_manifests
 from tenantry.pins import IMAGES, chart
@@ -38,7 +39,10 @@ def test_litellm_calls_the_gateway_which_routes_to_the_pool_its_picker_picks_for
         "http://llama-70b-inference-istio.tenantry.svc:80/v1"}  # the engine and each of its adapters
     gateway = manifest(rendering, "Gateway", "llama-70b-inference")["spec"]
     assert gateway["gatewayClassName"] == "istio"
-    assert gateway["infrastructure"]["annotations"] == {"networking.istio.io/service-type": "ClusterIP"}
+    # Where Istio 1.30.3 reads it (the Gateway's own annotations), not in spec.infrastructure, which it never reads.
+    assert manifest(rendering, "Gateway", "llama-70b-inference")["metadata"]["annotations"] == {
+        "networking.istio.io/service-type": "ClusterIP"}
+    assert "infrastructure" not in gateway
     route = manifest(rendering, "HTTPRoute", "llama-70b-inference")["spec"]
     assert route["rules"][0]["backendRefs"] == [
         {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "llama-70b-pool"}]
@@ -147,8 +151,9 @@ def test_a_path_that_is_not_the_plans_is_caught(stack):
     def promoted(props):
         props["spec"]["priority"] = 10
 
-    def exposed(props):
-        del props["spec"]["infrastructure"]
+    def exposed(props):  # as rendered before: the annotation where Istio never reads it, so a LoadBalancer
+        del props["metadata"]["annotations"]
+        props["spec"]["infrastructure"] = {"annotations": {"networking.istio.io/service-type": "ClusterIP"}}
 
     def direct(props):
         config = yaml.safe_load(props["data"]["config.yaml"])
@@ -160,7 +165,11 @@ def test_a_path_that_is_not_the_plans_is_caught(stack):
             ("InferencePool", "llama-70b-pool", wider, "not exactly the serving pods of llama-70b"),
             ("HTTPRoute", "llama-70b-inference", to_the_service, "not only InferencePool llama-70b-pool"),
             ("InferenceObjective", "llama-70b-spot", promoted, "'llama-70b-spot': 10"),
-            ("Gateway", "llama-70b-inference", exposed, "would not be ClusterIP"),
+            ("Gateway", "llama-70b-inference", exposed, "would be LoadBalancer, not ClusterIP"),
             ("ConfigMap", "tenantry-gateway", direct, "LiteLLM calls 'llama-70b', not its Gateway's Service")):
         found = engines_are_routed_as_planned(changed(resources, kind, name, change), plan)
         assert any(says in v for v in found), (kind, found)
+    assert nothing_is_public(resources) == []
+    assert nothing_is_public(changed(resources, "Gateway", "llama-70b-inference", exposed)) == [
+        "Gateway tenantry/llama-70b-inference's Service would be LoadBalancer: Istio creates it reachable from "
+        "outside the cluster"]

@@ -76,6 +76,10 @@ def expose_engine(rs):
     _find(rs, "Service", "qwen-7b").props["spec"]["type"] = "LoadBalancer"
 
 
+def open_the_gateway_by_node_port(rs):
+    _find(rs, "Service", "tenantry-gateway").props["spec"]["type"] = "NodePort"
+
+
 def drop_engine_policy(rs):
     rs.remove(_find(rs, "NetworkPolicy", "tenantry-engines"))
 
@@ -195,6 +199,8 @@ FAULTS: list[tuple[Callable, str, str]] = [
     (open_engine_to_everyone, "engines_reachable_only_from_gateway", "reachable from anywhere"),
     (expose_engine, "engines_reachable_only_from_gateway", "exposed outside the cluster"),
     (drop_engine_policy, "engines_reachable_only_from_gateway", "has no NetworkPolicy guarding"),
+    (expose_engine, "nothing_is_public", "Service tenantry/qwen-7b is of type LoadBalancer"),
+    (open_the_gateway_by_node_port, "nothing_is_public", "Service tenantry/tenantry-gateway is of type NodePort"),
     (drop_limits, "containers_have_requests_and_limits", "tenantry-redis container redis has no limits"),
     (unpinned_image, "versions_are_pinned", "does not pin"),
     (malformed_image_digest, "versions_are_pinned", "has a malformed digest 'sha256:0123abcd'"),
