@@ -93,6 +93,9 @@ PolicyPack(
         _stack_rule("autoscalers-have-metrics-api", "Autoscalers on CPU or memory wait for the metrics-server "
                     "release, or the cluster serves metrics.k8s.io itself.",
                     _against_the_plan(cluster_policies.autoscalers_have_a_metrics_api)),
+        _stack_rule("autoscaler-behaviour-in-range", "Every autoscaler's behaviour (HPA or KEDA ScaledObject) is one "
+                    "the API server accepts: windows 0-3600 s, policy periods 1-1800 s.",
+                    cluster_policies.autoscaler_behaviour_in_range),
         _stack_rule("tenants-isolated-as-promised", "Each tenant's isolation level holds in what is applied: the "
                     "gateway lets no other tenant reach its dedicated engines, which carry its label, request MIG "
                     "slices where promised, and run on its own nodes where promised.",

@@ -56,7 +56,6 @@ def scaled_object_spec(plan: Plan, e: EnginePlan, prometheus_url: str) -> dict[s
     to its threshold says (metricType Value), and removes one at a time once they have stayed low for the
     Plan's scale-down window (KEDA's cooldownPeriod only governs scaling to zero, which an engine never does)."""
     assert e.autoscaling is not None
-    window = e.autoscaling.scale_down_after_seconds
     return {
         # A LeaderWorkerSet scales by groups through its scale subresource, as a Deployment by pods.
         "scaleTargetRef": {"apiVersion": LWS_API_VERSION, "kind": "LeaderWorkerSet", "name": e.name}
@@ -65,8 +64,8 @@ def scaled_object_spec(plan: Plan, e: EnginePlan, prometheus_url: str) -> dict[s
         "maxReplicaCount": e.autoscaling.max_replicas,
         "pollingInterval": e.autoscaling.polling_seconds,
         "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {"scaleDown": {
-            "stabilizationWindowSeconds": window,
-            "policies": [{"type": "Pods", "value": 1, "periodSeconds": window}],
+            "stabilizationWindowSeconds": e.autoscaling.scale_down_after_seconds,
+            "policies": [{"type": "Pods", "value": 1, "periodSeconds": e.autoscaling.scale_down_period_seconds}],
         }}}},
         "triggers": [
             {"type": "prometheus", "name": signal.name, "metricType": "Value",

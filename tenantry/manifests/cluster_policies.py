@@ -58,3 +58,33 @@ def autoscalers_have_a_metrics_api(resources: list[Resource], plan: Plan) -> lis
         if r.kind == "HorizontalPodAutoscaler" and _scales_on_resource_metrics(r)
         and not any(b.kind == "Release" and b.props.get("chart") == wanted for b in _created_before(r, by_urn))
     ]
+
+
+def autoscaler_behaviour_in_range(resources: list[Resource]) -> list[str]:
+    """Every HorizontalPodAutoscaler's behaviour, written directly or through a KEDA ScaledObject, is one the API
+    server accepts: stabilizationWindowSeconds from 0 to 3600, each policy's periodSeconds above 0 and at most 1800
+    (HPAScalingRules, HPAScalingPolicy). KEDA's CRD does not bound them: a ScaledObject out of range is accepted,
+    and the HPA KEDA then writes for it is refused, so the engine never scales."""
+    from tenantry.plan.autoscaling import HPA_MAX_PERIOD_SECONDS, SCALE_DOWN_CEILING_SECONDS
+
+    found = []
+    for r in resources:
+        spec = r.props.get("spec") or {}
+        if r.kind == "HorizontalPodAutoscaler":
+            behaviour = spec.get("behavior") or {}
+        elif r.kind == "ScaledObject":
+            behaviour = ((spec.get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {}).get("behavior") or {}
+        else:
+            continue
+        for direction in ("scaleUp", "scaleDown"):
+            rules = behaviour.get(direction) or {}
+            window = rules.get("stabilizationWindowSeconds")
+            if window is not None and not 0 <= window <= SCALE_DOWN_CEILING_SECONDS:
+                found.append(f"{r.label} {direction}.stabilizationWindowSeconds is {window}: the API server accepts "
+                             f"0 to {SCALE_DOWN_CEILING_SECONDS}")
+            for policy in rules.get("policies") or []:
+                period = policy.get("periodSeconds")
+                if period is None or not 0 < period <= HPA_MAX_PERIOD_SECONDS:
+                    found.append(f"{r.label} {direction} policy periodSeconds is {period}: the API server accepts "
+                                 f"1 to {HPA_MAX_PERIOD_SECONDS}")
+    return found

@@ -14,6 +14,10 @@ SCALE_DOWN_FLOOR_SECONDS = 300
 """The shortest scale-down stabilisation: the HorizontalPodAutoscaler's own default."""
 SCALE_DOWN_CEILING_SECONDS = 3600
 """The longest the HorizontalPodAutoscaler accepts (behavior.scaleDown.stabilizationWindowSeconds)."""
+HPA_MAX_PERIOD_SECONDS = 1800
+"""The longest period of a scaling policy the API server accepts (HPAScalingPolicy.periodSeconds: more than 0, at
+most 1800); a policy with a longer one makes the whole HorizontalPodAutoscaler invalid, and KEDA's ScaledObject
+never gets one."""
 HPA_SYNC_SECONDS = 15
 """The HorizontalPodAutoscaler's default sync period (kube-controller-manager's
 --horizontal-pod-autoscaler-sync-period): it asks KEDA's metrics server for the signals that often."""
@@ -27,6 +31,9 @@ class AutoscalingPlan:
     scale_down_after_seconds: int
     """How long the signals must stay low before a replica is removed: at least the engine's start-up estimate
     (PodPlan.startup_seconds), so a replica is not given back that could not be started again in time."""
+    scale_down_period_seconds: int
+    """One replica is removed per this period: the scale-down window, within the longest period the
+    HorizontalPodAutoscaler accepts (HPA_MAX_PERIOD_SECONDS)."""
     polling_seconds: int
     """How often KEDA reads the signals (the ScaledObject's pollingInterval): the HorizontalPodAutoscaler's sync
     period, which paces every decision from one replica up (an engine is never scaled to zero, the one step KEDA
@@ -48,6 +55,8 @@ def plan_autoscaling(engine: EngineSpec, cpu: bool, startup_seconds: int, notes:
     return AutoscalingPlan(
         min_replicas=engine.replicas,
         max_replicas=max(most, engine.replicas),
-        scale_down_after_seconds=min(SCALE_DOWN_CEILING_SECONDS, max(SCALE_DOWN_FLOOR_SECONDS, startup_seconds)),
+        scale_down_after_seconds=(window := min(SCALE_DOWN_CEILING_SECONDS, max(SCALE_DOWN_FLOOR_SECONDS,
+                                                                                 startup_seconds))),
+        scale_down_period_seconds=min(HPA_MAX_PERIOD_SECONDS, window),
         polling_seconds=HPA_SYNC_SECONDS,
     )

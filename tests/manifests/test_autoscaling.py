@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tenantry.manifests.checks import policy_resources
+from tenantry.manifests.cluster_policies import autoscaler_behaviour_in_range
 from tenantry.manifests.engine_policies import engines_match_the_plan, engines_scale_within_the_plans_bounds
 from tenantry.manifests.offline import render
 from tenantry.manifests.validate import validate_manifests
@@ -42,6 +43,13 @@ def test_the_engine_scales_between_the_plans_bounds_and_its_deployment_leaves_th
     # One replica at a time, once the signals have stayed low for as long as a replica takes to start.
     down = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
     assert down["stabilizationWindowSeconds"] == engine.pod.startup_seconds == down["policies"][0]["periodSeconds"]
+    assert autoscaler_behaviour_in_range(resources) == []
+    # A period as long as a 40-minute start-up, as rendered before: KEDA takes the ScaledObject, the API server
+    # refuses the HorizontalPodAutoscaler it writes, and the engine never scales.
+    slow = changed(resources, "ScaledObject", "llama-70b", lambda props: props["spec"]["advanced"][
+        "horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["policies"][0].update(periodSeconds=2400))
+    assert autoscaler_behaviour_in_range(slow) == [
+        "ScaledObject tenantry/llama-70b scaleDown policy periodSeconds is 2400: the API server accepts 1 to 1800"]
     assert spec["pollingInterval"] == engine.autoscaling.polling_seconds == 15  # the HPA's sync period
     deployment = next(m for m in rendering.manifests() if m["kind"] == "Deployment"
                       and m["metadata"]["name"] == "llama-70b")

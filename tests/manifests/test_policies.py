@@ -80,6 +80,12 @@ def open_the_gateway_by_node_port(rs):
     _find(rs, "Service", "tenantry-gateway").props["spec"]["type"] = "NodePort"
 
 
+def gateway_scales_down_in_an_hour_long_period(rs):
+    hpa = _find(rs, "HorizontalPodAutoscaler", "tenantry-gateway")
+    hpa.props["spec"]["behavior"] = {"scaleDown": {"stabilizationWindowSeconds": 3600,
+                                                   "policies": [{"type": "Pods", "value": 1, "periodSeconds": 3600}]}}
+
+
 def drop_engine_policy(rs):
     rs.remove(_find(rs, "NetworkPolicy", "tenantry-engines"))
 
@@ -213,6 +219,9 @@ FAULTS: list[tuple[Callable, str, str]] = [
     (engine_started_by_module_path, "engines_match_the_plan", "mistral-7b starts vLLM with ['python3', '-m'"),
     (replicas_not_from_plan, "engines_match_the_plan", "llama-3b has 3 replicas, the plan says 8"),
     (taint_a_node_by_patch, "node_patches_leave_taints_alone", "NodePatch h100-mig-0 sets spec.taints"),
+    (gateway_scales_down_in_an_hour_long_period, "autoscaler_behaviour_in_range",
+     "HorizontalPodAutoscaler tenantry/tenantry-gateway scaleDown policy periodSeconds is 3600: the API server accepts "
+     "1 to 1800"),
     (autoscaler_before_its_metrics_api, "autoscalers_have_a_metrics_api",
      "HorizontalPodAutoscaler tenantry/tenantry-gateway scales on resource metrics but does not depend"),
     (model_volume_sized_from_fp8_weights, "engine_volumes_hold_their_checkpoint",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import yaml
 
 from tenantry.plan import plan
-from tenantry.plan.autoscaling import SCALE_DOWN_CEILING_SECONDS, SCALE_DOWN_FLOOR_SECONDS, plan_autoscaling
+from tenantry.plan.autoscaling import (HPA_MAX_PERIOD_SECONDS, SCALE_DOWN_CEILING_SECONDS, SCALE_DOWN_FLOOR_SECONDS,
+                                       plan_autoscaling)
 from tenantry.plan.notes import Notes
 from tenantry.spec import load_spec_text
 from tenantry.spec.schema import EngineSpec
@@ -45,6 +46,12 @@ def test_the_scale_down_window_is_the_start_up_estimate_within_the_hpas_limits()
     assert plan_autoscaling(_engine(1, 3), False, 40, about).scale_down_after_seconds == SCALE_DOWN_FLOOR_SECONDS
     assert plan_autoscaling(_engine(1, 3), False, 9000, about).scale_down_after_seconds == SCALE_DOWN_CEILING_SECONDS
     assert (SCALE_DOWN_FLOOR_SECONDS, SCALE_DOWN_CEILING_SECONDS) == (300, 3600)  # the HPA's default and maximum
+    # One replica per window, but never per more than the 1,800 s a scaling policy's period may last: an engine
+    # that takes 40 minutes to start is given back once its signals stayed low for 40 minutes, then one per 30.
+    slow = plan_autoscaling(_engine(1, 3), False, 2400, about)
+    assert (slow.scale_down_after_seconds, slow.scale_down_period_seconds) == (2400, HPA_MAX_PERIOD_SECONDS) == (
+        2400, 1800)
+    assert plan_autoscaling(_engine(1, 3), False, 1092, about).scale_down_period_seconds == 1092
     assert notes.refusals == [] and notes.warnings == []
 
 
