@@ -96,6 +96,9 @@ PolicyPack(
         _stack_rule("autoscaler-behaviour-in-range", "Every autoscaler's behaviour (HPA or KEDA ScaledObject) is one "
                     "the API server accepts: windows 0-3600 s, policy periods 1-1800 s.",
                     cluster_policies.autoscaler_behaviour_in_range),
+        _stack_rule("service-monitors-find-targets", "Every ServiceMonitor selects a rendered Service by its labels, "
+                    "in the namespaces it names, with the port it scrapes.",
+                    cluster_policies.service_monitors_find_their_targets),
         _stack_rule("tenants-isolated-as-promised", "Each tenant's isolation level holds in what is applied: the "
                     "gateway lets no other tenant reach its dedicated engines, which carry its label, request MIG "
                     "slices where promised, and run on its own nodes where promised.",

@@ -137,7 +137,9 @@ class KvRouting(pulumi.ComponentResource):
         config = k8s.core.v1.ConfigMap(f"{name}-picker-config", metadata=meta(picker), data=picker_config(), opts=child)
         k8s.apps.v1.Deployment(f"{name}-picker", metadata=meta(picker), spec=picker_deployment_spec(e, ns),
                                opts=pulumi.ResourceOptions(parent=self, depends_on=[*needs, account, config]))
-        k8s.core.v1.Service(f"{name}-picker-service", metadata=meta(picker), spec=picker_service_spec(e), opts=child)
+        # Labelled as its ServiceMonitor selects it: Prometheus Operator matches a Service's own labels.
+        service_meta = {**meta(picker), "labels": {**meta(picker)["labels"], **picker_selector(e)}}
+        k8s.core.v1.Service(f"{name}-picker-service", metadata=service_meta, spec=picker_service_spec(e), opts=child)
         service_monitor(f"{name}-picker-monitor", picker, ns, picker_selector(e), port="http-metrics", path="/metrics",
                         opts=child, crd_release=args.monitoring_release)
         custom = [("DestinationRule", DESTINATION_RULE_API_VERSION, picker, picker_tls_rule(e, ns)),

@@ -40,6 +40,7 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *cluster_policies.node_patches_leave_taints_alone(resources),
         *cluster_policies.autoscalers_have_a_metrics_api(resources, plan),
         *cluster_policies.autoscaler_behaviour_in_range(resources),
+        *cluster_policies.service_monitors_find_their_targets(resources),
         *isolation_policies.tenants_get_the_isolation_they_were_promised(resources, plan),
         *routing_policies.engines_are_routed_as_planned(resources, plan),
     ]

@@ -88,3 +88,30 @@ def autoscaler_behaviour_in_range(resources: list[Resource]) -> list[str]:
                     found.append(f"{r.label} {direction} policy periodSeconds is {period}: the API server accepts "
                                  f"1 to {HPA_MAX_PERIOD_SECONDS}")
     return found
+
+
+def service_monitors_find_their_targets(resources: list[Resource]) -> list[str]:
+    """Every ServiceMonitor tenantry renders selects at least one Service it renders, by the Service's own labels
+    (what Prometheus Operator matches, not the pods'), in the namespaces it names, and each endpoint's port is a
+    named port of every Service it selects: a ServiceMonitor that selects nothing is valid and scrapes nothing,
+    and the alerts on its metrics never fire."""
+    from tenantry.manifests.resources import selects
+
+    services = [r for r in resources if r.kind == "Service"]
+    found = []
+    for monitor in (r for r in resources if r.kind == "ServiceMonitor"):
+        spec = monitor.props.get("spec") or {}
+        names = (spec.get("namespaceSelector") or {}).get("matchNames") or [monitor.namespace]
+        chosen = [s for s in services if s.namespace in names
+                  and selects(spec.get("selector") or {}, s.metadata.get("labels") or {})]
+        if not chosen:
+            found.append(f"{monitor.label} selects no Service (labels {spec.get('selector')} in {names}): nothing "
+                         f"is scraped")
+            continue
+        for endpoint in spec.get("endpoints") or []:
+            for service in chosen:
+                ports = [p.get("name") for p in (service.props.get("spec") or {}).get("ports") or []]
+                if endpoint.get("port") not in ports:
+                    found.append(f"{monitor.label} scrapes port {endpoint.get('port')!r}, which {service.label} "
+                                 f"does not name (it has {ports})")
+    return found

@@ -15,6 +15,7 @@ import yaml
 from tenantry.deploy.endpoint_picker import PLUGINS
 from tenantry.deploy.gateway import SELECTOR
 from tenantry.manifests.checks import policy_violations
+from tenantry.manifests.cluster_policies import service_monitors_find_their_targets
 from tenantry.manifests.crd_policies import custom_resources_wait_for_their_crds
 from tenantry.manifests.policies import (engines_reachable_only_from_gateway, nothing_is_public,
                                          versions_are_pinned)
@@ -170,6 +171,19 @@ def test_a_path_that_is_not_the_plans_is_caught(stack):
         found = engines_are_routed_as_planned(changed(resources, kind, name, change), plan)
         assert any(says in v for v in found), (kind, found)
     assert nothing_is_public(resources) == []
+    # The picker's ServiceMonitor selects its Service by the Service's labels (before: the pods' only, so the
+    # picker was never scraped), and the one engine's too.
+    assert service_monitors_find_their_targets(resources) == []
+    unlabelled = changed(resources, "Service", "llama-70b-pool-epp",
+                         lambda props: props["metadata"]["labels"].pop("llm-d-router-gateway"))
+    assert service_monitors_find_their_targets(unlabelled) == [
+        "ServiceMonitor tenantry/llama-70b-pool-epp selects no Service (labels {'matchLabels': "
+        "{'llm-d-router-gateway': 'llama-70b-pool-epp'}} in ['tenantry']): nothing is scraped"]
+    renamed = changed(resources, "Service", "llama-70b-pool-epp",
+                      lambda props: props["spec"]["ports"][1].update(name="metrics"))
+    assert service_monitors_find_their_targets(renamed) == [
+        "ServiceMonitor tenantry/llama-70b-pool-epp scrapes port 'http-metrics', which Service "
+        "tenantry/llama-70b-pool-epp does not name (it has ['grpc-ext-proc', 'metrics'])"]
     assert nothing_is_public(changed(resources, "Gateway", "llama-70b-inference", exposed)) == [
         "Gateway tenantry/llama-70b-inference's Service would be LoadBalancer: Istio creates it reachable from "
         "outside the cluster"]
