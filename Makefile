@@ -10,6 +10,8 @@ TOOLS := .venv-tools
 VLLM := .venv-vllm
 # Ansible and ansible-lint pin their own Jinja2, PyYAML and cryptography: a third environment.
 ANSIBLE := .venv-ansible
+# network-config-analyzer pins its PyYAML, networkx and lxml exactly: a fourth (tenantry/manifests/connectivity.py).
+NCA := .venv-nca
 # mmdebstrap, podman and runc build and boot the throwaway node tests/ansible/ hardens.
 DEBIAN_PACKAGES := postgresql redis-server prometheus prometheus-alertmanager nodejs:node npm:npm chromium \
   mmdebstrap podman runc procps:pgrep
@@ -17,7 +19,7 @@ PYTEST_ARGS ?=
 
 .PHONY: local test bench docs venv system freeze-vllm clean
 
-venv: system $(VENV)/.installed $(TOOLS)/.installed $(VLLM)/.installed $(ANSIBLE)/.installed
+venv: system $(VENV)/.installed $(TOOLS)/.installed $(VLLM)/.installed $(ANSIBLE)/.installed $(NCA)/.installed
 
 system:
 	@scripts/ensure-debian-packages.sh $(DEBIAN_PACKAGES)
@@ -42,6 +44,12 @@ $(ANSIBLE)/.installed: requirements-ansible.lock
 	test -x $(ANSIBLE)/bin/python || $(PYTHON) -m venv $(ANSIBLE)
 	$(ANSIBLE)/bin/python -m pip install --quiet --disable-pip-version-check pip==25.3
 	$(ANSIBLE)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-ansible.lock
+	touch $@
+
+$(NCA)/.installed: requirements-nca.lock
+	test -x $(NCA)/bin/python || $(PYTHON) -m venv $(NCA)
+	$(NCA)/bin/python -m pip install --quiet --disable-pip-version-check pip==25.3
+	$(NCA)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-nca.lock
 	touch $@
 
 # torch comes from PyTorch's CPU wheels (pip finds them through its configured

@@ -213,13 +213,15 @@ def _pod_template(args: EngineArgs, caches: tuple[CacheContent, ...], selector: 
 def _stages_meet(name: str, engine: str, ns: str, selector: dict[str, str], pod_labels: dict[str, str],
                  opts: pulumi.ResourceOptions) -> None:
     """The pods of an engine across nodes reach each other on every port: torch.distributed's store on the
-    leader, and NCCL and vLLM's own messages between the stages on ports they pick at start. Nobody else does
-    (the platform's engine policy admits the gateway and Prometheus)."""
+    leader, and NCCL and vLLM's own messages between the stages on ports they pick at start. Both ways: into a
+    stage (nobody else gets in; the platform's engine policy admits the gateway and Prometheus), and out of one,
+    which the engines' egress policy (DNS only) would otherwise refuse, and the group would never form."""
+    own = [{"podSelector": {"matchLabels": selector}}]
     k8s.networking.v1.NetworkPolicy(
         name,
         metadata={"name": f"{engine}-stages", "namespace": ns, "labels": pod_labels},
-        spec={"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress"],
-              "ingress": [{"from": [{"podSelector": {"matchLabels": selector}}]}]},
+        spec={"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress", "Egress"],
+              "ingress": [{"from": own}], "egress": [{"to": own}]},
         opts=opts,
     )
 

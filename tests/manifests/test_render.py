@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tenantry.manifests.checks import check_rendering, policy_violations
+from tenantry.manifests.connectivity import analyse, problems
 from tenantry.deploy.common import COMPONENT_LABEL
 from tenantry.configs.node_registration import MIG_CONFIG_LABEL
 from tenantry.deploy.gpu_nodes import MIG_PARTED_CONFIGMAP
@@ -41,6 +42,15 @@ def named(rendering, kind: str, name: str) -> dict[str, Any]:
 def test_every_object_is_valid_and_every_policy_holds(rendered):
     plan, rendering = rendered
     assert check_rendering(rendering, plan) == []
+
+
+def test_the_connectivity_table_holds_under_the_analyser(rendered):
+    """Every flow the platform needs passes and every one it must not allow is denied, as network-config-analyzer
+    decides it against the rendered NetworkPolicies (tests/manifests/test_connectivity.py: that it can fail)."""
+    plan, rendering = rendered
+    verdicts = analyse(plan, rendering.manifests())
+    assert problems(verdicts) == []
+    assert {v.flow.must_pass for v in verdicts} == {True, False}
 
 
 def test_keda_is_installed_exactly_where_an_engine_autoscales(rendered):
