@@ -71,7 +71,7 @@ def synthetic_stack(tenants: int, adapters: int) -> str:
         })
     gpus = engines_needed * replicas
     spec = {
-        "cluster": {"node_pools": [{"name": "h200", "gpu": "H200-141GB", "gpus_per_node": 8,
+        "cluster": {"environment": "eks", "node_pools": [{"name": "h200", "gpu": "H200-141GB", "gpus_per_node": 8,
                                     "nodes": -(-gpus // 8), "gpu_hour_price_usd": 3.79}]},
         "engines": engines,
         "tenants": tenant_specs,

@@ -15,6 +15,10 @@ PROVIDER_FIELD = {"aws": "aws_role_arn", "gcp": "gcp_service_account", "static":
 """The one field each provider needs; the others must stay unset."""
 PROVIDER_SCHEMES = {"aws": ("s3",), "gcp": ("gs",), "static": BUCKET_SCHEMES}
 """What each identity reaches: a workload identity reaches its own cloud's store only."""
+PROVIDER_ENVIRONMENT = {"aws": "eks", "gcp": "gke"}
+"""Where each workload identity works: IAM roles for service accounts (or EKS Pod Identity) on EKS, Workload
+Identity on GKE. A stack that declares one and leaves cluster.environment at its default, bare-metal, would get
+the GPU Operator's bare-metal settings (its own driver and toolkit) on the cloud's GPU images."""
 
 
 def bucket_locations(spec: Spec) -> list[tuple[Loc, str]]:
@@ -49,6 +53,12 @@ def check_cloud_identity(spec: Spec) -> list[Problem]:
                  "object storage (provider aws with aws_role_arn, gcp with gcp_service_account, or static with "
                  "credentials_secret)")]
     problems = _check_provider_fields(identity, loc)
+    wanted = PROVIDER_ENVIRONMENT.get(identity.provider)
+    if wanted and spec.cluster.environment != wanted:
+        problems.append(((*loc, "provider"), f"{identity.provider} is a workload identity of {wanted}, but "
+                         f"cluster.environment is {spec.cluster.environment}: set cluster.environment: {wanted} "
+                         f"(it also decides the GPU Operator's settings), or use provider static with a "
+                         f"credentials Secret"))
     reachable = PROVIDER_SCHEMES[identity.provider]
     for where, uri in locations:
         scheme = uri.partition("://")[0]

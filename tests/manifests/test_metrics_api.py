@@ -40,6 +40,8 @@ def on_gke(tmp_path_factory):
     """h100x8-shared-70b on GKE, whose clusters serve metrics.k8s.io themselves."""
     spec = yaml.safe_load(stack_path("h100x8-shared-70b").read_text(encoding="utf-8"))
     spec["cluster"]["environment"] = "gke"
+    # Its buckets are S3's, read as an AWS role, which only EKS gives: on GKE, with a static identity.
+    spec["platform"]["cloud_identity"] = {"provider": "static", "credentials_secret": "bucket-keys"}
     path = Path(tmp_path_factory.mktemp("gke")) / "on-gke.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return plan_stack(path), policy_resources(render(path))

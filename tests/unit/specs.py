@@ -13,6 +13,7 @@ LLAMA_8B_REVISION = "0e9e39f249a16976918f6564b8830bc894c89659"
 
 # Parts of the base spec; base_spec() hands out a deep copy, so tests may mutate what they get.
 _CLUSTER = {
+    "environment": "eks",  # platform.cloud_identity is an AWS role: IRSA is EKS's
     "kubernetes_version": "1.35",
     "node_pools": [
         {"name": "whole", "gpu": "H100-80GB-SXM", "gpus_per_node": 8, "nodes": 1, "gpu_hour_price_usd": 2.5,

@@ -15,8 +15,12 @@ from tests.unit.specs import base_spec, to_yaml
 
 
 def _plan(**cluster: Any):
+    """The base spec on `cluster`'s settings; without an environment, the default. Its buckets are read with a
+    static identity here, which every environment takes (an AWS role needs eks: test_invalid_specs)."""
     spec = base_spec()
+    spec["cluster"].pop("environment")
     spec["cluster"].update(cluster)
+    spec["platform"]["cloud_identity"] = {"provider": "static", "credentials_secret": "bucket-keys"}
     return plan(load_spec_text(to_yaml(spec)), "test")
 
 

@@ -182,6 +182,12 @@ INVALID: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
      "platform.cloud_identity.credentials_secret", "belongs to provider static, not aws"),
     ("aws-identity-for-a-gcs-bucket", _set("platform.postgres.backup_destination", "gs://tenantry-test/postgres"),
      "platform.postgres.backup_destination", "not reachable as a aws workload identity"),
+    ("aws-identity-off-eks", _set("cluster.environment", "bare-metal"), "platform.cloud_identity.provider",
+     "aws is a workload identity of eks, but cluster.environment is bare-metal: set cluster.environment: eks"),
+    ("gcp-identity-off-gke", _chain(_set("platform.cloud_identity", {"provider": "gcp", "gcp_service_account":
+                                                                      "tenantry@project.iam.gserviceaccount.com"}),
+                                    _set("platform.postgres.backup_destination", "gs://tenantry-test/postgres")),
+     "platform.cloud_identity.provider", "gcp is a workload identity of gke, but cluster.environment is"),
     ("malformed-role-arn", _set("platform.cloud_identity.aws_role_arn", "tenantry-buckets"),
      "platform.cloud_identity.aws_role_arn", "does not match the pattern ^arn:aws"),
     ("unknown-identity-provider", _set("platform.cloud_identity.provider", "azure"),
