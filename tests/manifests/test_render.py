@@ -14,6 +14,7 @@ import yaml
 from tenantry.manifests.checks import check_rendering, policy_violations
 from tenantry.manifests.connectivity import analyse, problems
 from tenantry.deploy.common import COMPONENT_LABEL
+from tenantry.deploy.engine import api_service_name
 from tenantry.configs.node_registration import MIG_CONFIG_LABEL
 from tenantry.deploy.gpu_nodes import MIG_PARTED_CONFIGMAP
 from tenantry.deploy.model_cache import CACHE_COMPONENT
@@ -107,7 +108,7 @@ def test_engines_carry_the_plans_gpus_and_placement(rendered):
         assert {p: vllm[p]["httpGet"]["path"] for p in ("startupProbe", "readinessProbe", "livenessProbe")} == {
             "startupProbe": "/health", "readinessProbe": "/health", "livenessProbe": "/health"}
         assert named(rendering, "PodDisruptionBudget", engine.name)
-        assert named(rendering, "Service", engine.name)["spec"]["ports"][0]["port"] == 8000
+        assert named(rendering, "Service", api_service_name(engine))["spec"]["ports"][0]["port"] == 8000
         assert named(rendering, "ServiceMonitor", engine.name)["spec"]["endpoints"][0]["path"] == "/metrics"
         if engine.lora.enabled:
             modules = vllm["args"][vllm["args"].index("--lora-modules") + 1:]
@@ -123,7 +124,7 @@ def test_gateway_config_is_rendered_from_the_plan(rendered):
         for name in (engine.name, *(a.name for a in engine.lora.adapters)):
             params = served[name]["litellm_params"]
             # A kv-aware engine is called through its inference Gateway's Service, which Istio names <gateway>-istio.
-            host = f"{engine.routing.gateway}-istio" if engine.routing else engine.name
+            host = f"{engine.routing.gateway}-istio" if engine.routing else api_service_name(engine)
             port = 80 if engine.routing else 8000
             assert params["api_base"] == f"http://{host}.{plan.platform.namespace}.svc:{port}/v1"
             assert params["input_cost_per_token"] == pytest.approx(engine.tokens.usd_per_1k_input_tokens / 1000)
