@@ -27,8 +27,10 @@ def install(jobs: int, where: Path) -> float:
     """Seconds to install every environment into a fresh clone at `where`, `jobs` at a time."""
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(where)], check=True)
     started = time.monotonic()
-    subprocess.run(["make", "--no-print-directory", f"-j{jobs}", *ENVIRONMENTS], cwd=where, check=True,
-                   stdout=subprocess.DEVNULL)
+    done = subprocess.run(["make", "--no-print-directory", f"-j{jobs}", *ENVIRONMENTS], cwd=where,
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"make -j{jobs} failed in {where}:\n{done.stderr[-3000:]}")
     return time.monotonic() - started
 
 
