@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from tenantry.deploy.common import COMPONENT_LABEL, ENGINE_LABEL
-from tenantry.deploy.model_cache import CACHE_COMPONENT, HF_TOKEN_SECRET, TIMEOUT_ANNOTATION, engine_caches
+from tenantry.deploy.model_cache import (CACHE_COMPONENT, FETCH_MEMORY_BYTES, HF_TOKEN_SECRET, TIMEOUT_ANNOTATION,
+                                         XET_BUFFER_LIMIT_BYTES, XET_DOWNLOAD_BUFFERS, engine_caches)
 from tenantry.manifests.offline import render
 from tenantry.manifests.resources import quantity_bytes
 from tenantry.stacks import plan_stack, stack_path
@@ -109,6 +110,23 @@ def test_hub_token_only_in_the_jobs_that_fetch_from_the_hub(rendered):
             assert mounts_token == fetches_hub, name
             if fetches_hub:
                 assert workload.kind == "Job" and workload.inputs["metadata"]["labels"][ENGINE_LABEL] in hub_engines
+
+
+def test_a_hub_fetch_bounds_hf_xets_buffers_below_its_memory(rendered):
+    """hf_xet's defaults buffer 2 GB plus 512 MB per file at once (up to 8 GB) in a 2 GiB container: every container
+    that fetches from the Hub bounds them, with over a GiB left for the interpreter and the client."""
+    plan, rendering = rendered
+    hub_containers = [(name, c) for name, job in _objects(rendering, "Job").items() for pod in _pods(job)
+                      for c in [*pod.get("initContainers", []), *pod["containers"]] if c["name"] == "hub"]
+    assert bool(hub_containers) == any(e.source.startswith("hf://") for e in plan.engines)
+    for name, container in hub_containers:
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert {k: env.get(k) for k in XET_DOWNLOAD_BUFFERS} == XET_DOWNLOAD_BUFFERS, name
+        assert "HF_XET_HIGH_PERFORMANCE" not in env  # its defaults are 16 GB of buffers and more
+        memory = quantity_bytes(container["resources"]["limits"]["memory"])
+        assert memory == FETCH_MEMORY_BYTES and memory - XET_BUFFER_LIMIT_BYTES > 2**30, name
+        assert XET_DOWNLOAD_BUFFERS["HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_LIMIT"] == "768mb" == (
+            f"{XET_BUFFER_LIMIT_BYTES // 2**20}mb")
 
 
 def test_engines_run_offline_from_their_claims(rendered):
