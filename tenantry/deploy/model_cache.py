@@ -36,6 +36,11 @@ HF_TOKEN_DIR = "/var/run/secrets/huggingface"
 TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 """How long `pulumi up` waits for the object to become ready; pulumi-kubernetes' default of 10 minutes is
 shorter than a large checkpoint's fetch (docs/decisions.md: pulumi up waits as long as the Plan allows)."""
+REPLACE_UNREADY_ANNOTATION = "pulumi.com/replaceUnready"
+"""On a fetch Job: the next `pulumi up` replaces it when it has not completed (pulumi-kubernetes' Diff reads the live
+Job's status; provider.go, replaceUnready). Without it a Job past its activeDeadlineSeconds stays Failed and every
+later `pulumi up` only waits on it again. The new Job resumes: snapshot_download skips the files already in the
+claim (their metadata under <destination>/.cache/huggingface), rclone copies only what differs."""
 FETCH_USER = 10001
 HUB_FETCH = Path(__file__).resolve().parent / "hub_fetch.py"
 DIGEST_CHARS = 10
@@ -166,7 +171,8 @@ def populate(resource_name: str, content: CacheContent, args: CacheArgs, parent:
     account = args.bucket_account if content.reads_buckets else None
     return k8s.batch.v1.Job(
         f"{resource_name}-populate",
-        metadata={**meta, "annotations": {TIMEOUT_ANNOTATION: str(args.deadline_seconds)}},
+        metadata={**meta, "annotations": {TIMEOUT_ANNOTATION: str(args.deadline_seconds),
+                                          REPLACE_UNREADY_ANNOTATION: "true"}},
         spec={
             "backoffLimit": 4,
             "activeDeadlineSeconds": args.deadline_seconds,

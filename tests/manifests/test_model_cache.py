@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from tenantry.deploy.common import COMPONENT_LABEL, ENGINE_LABEL
-from tenantry.deploy.model_cache import (CACHE_COMPONENT, FETCH_MEMORY_BYTES, HF_TOKEN_SECRET, TIMEOUT_ANNOTATION,
-                                         XET_BUFFER_LIMIT_BYTES, XET_DOWNLOAD_BUFFERS, engine_caches)
+from tenantry.deploy.model_cache import (CACHE_COMPONENT, FETCH_MEMORY_BYTES, HF_TOKEN_SECRET, REPLACE_UNREADY_ANNOTATION,
+                                         TIMEOUT_ANNOTATION, XET_BUFFER_LIMIT_BYTES, XET_DOWNLOAD_BUFFERS,
+                                         engine_caches)
 from tenantry.manifests.offline import render
 from tenantry.manifests.resources import quantity_bytes
 from tenantry.stacks import plan_stack, stack_path
@@ -90,6 +91,9 @@ def test_one_job_fills_each_claim_and_its_name_follows_the_revision(rendered):
         assert all(j.inputs["spec"]["activeDeadlineSeconds"] == engine.pod.populate_seconds for j in jobs.values())
         assert all(j.inputs["metadata"]["annotations"][TIMEOUT_ANNOTATION] == str(engine.pod.populate_seconds)
                    for j in jobs.values())
+        # A Job past its deadline is Failed for good; this has the next `pulumi up` replace it (pulumi-kubernetes'
+        # Diff reads the live Job and schedules a replacement when it is not complete), resuming the fetch.
+        assert all(j.inputs["metadata"]["annotations"][REPLACE_UNREADY_ANNOTATION] == "true" for j in jobs.values())
         other_revision = dataclasses.replace(engine, revision="0" * 40)
         weights, revised = engine_caches(engine)[0], engine_caches(other_revision)[0]
         assert weights.name in jobs and revised.name != weights.name and len(revised.name) <= 63
