@@ -13,14 +13,20 @@ import pulumi_kubernetes as k8s
 
 from tenantry.deploy.common import chart_namespace, pinned_release
 from tenantry.pins import chart
-from tenantry.plan.model import MetricsApiSource
+from tenantry.plan.model import KubeletServingCerts, MetricsApiSource
 
 METRICS_SERVER = "metrics-server"
+
+
+INSECURE_KUBELET_TLS = "--kubelet-insecure-tls"
+"""metrics-server's flag for kubelets whose serving certificates the cluster CA did not sign (its README's
+requirements; the chart appends `args` to its defaultArgs)."""
 
 
 @dataclass(frozen=True)
 class MetricsApiArgs:
     source: MetricsApiSource
+    kubelet_serving_certs: KubeletServingCerts
 
 
 class MetricsApi(pulumi.ComponentResource):
@@ -32,5 +38,7 @@ class MetricsApi(pulumi.ComponentResource):
             pin = chart(METRICS_SERVER)
             # The chart's pods meet the restricted profile as they come.
             namespace = chart_namespace(f"{name}-namespace", pin, "restricted", self)
-            self.release = pinned_release(f"{name}-server", pin, pin.values, self, [namespace])
+            values = {**pin.values, **({"args": [INSECURE_KUBELET_TLS]}
+                                       if args.kubelet_serving_certs == "self-signed" else {})}
+            self.release = pinned_release(f"{name}-server", pin, values, self, [namespace])
         self.register_outputs({"source": args.source})

@@ -67,7 +67,7 @@ class Platform(pulumi.ComponentResource):
         namespace = self.namespace = self._priority_classes_and_namespace(name, ns)
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
         GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy, plan.cluster.gpu_operator), child)
-        metrics_api = MetricsApi(f"{name}-metrics", MetricsApiArgs(plan.cluster.metrics_api), child)
+        metrics_api = MetricsApi(f"{name}-metrics", MetricsApiArgs(plan.cluster.metrics_api, plan.cluster.kubelet_serving_certs), child)
         self.bucket_service_account = bucket_service_account(f"{name}-buckets", plan.platform, in_namespace)
         observability = Observability(f"{name}-observability", on_call(plan), child)
         postgres = Postgres(f"{name}-postgres", PostgresArgs(plan.platform, IMAGES["postgres"], observability.release),

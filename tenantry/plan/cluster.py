@@ -71,4 +71,7 @@ def plan_cluster(spec: Spec, notes: Notes) -> ClusterPlan:
             critical_pods_quota=GKE_CRITICAL_PODS_QUOTA if cluster.environment == "gke" else None,
         ),
         metrics_api=cluster.metrics_api or ("present" if cluster.environment in MANAGED_METRICS_API else "install"),
+        # kubeadm gives each kubelet a self-signed serving certificate unless serverTLSBootstrap is on.
+        kubelet_serving_certs=cluster.kubelet_serving_certs or (
+            "self-signed" if cluster.environment == "bare-metal" else "cluster-ca"),
     )

@@ -15,7 +15,7 @@ from tenantry.catalog.throughput import SizeClass
 from tenantry.findings import Finding
 from tenantry.plan.autoscaling import AutoscalingPlan
 from tenantry.plan.routing import KvRoutingPlan
-from tenantry.spec.fields import BucketScheme, CloudIdentityProvider, ModelCacheAccessMode
+from tenantry.spec.fields import BucketScheme, CloudIdentityProvider, KubeletServingCerts, ModelCacheAccessMode
 from tenantry.spec.schema import ClusterEnvironment, GpuSoftwareSource, MetricsApiSource
 from tenantry.spec.schema import BudgetMode, CacheIsolationMode, IsolationLevel, KvCacheDtype, LoraModule, Tier
 from tenantry.spec.schema import TrafficProfile, WeightDtype
@@ -386,6 +386,9 @@ class ClusterPlan:
     gpu_operator: GpuOperatorPlan
     metrics_api: MetricsApiSource
     """install: tenantry installs metrics-server; present: the cluster serves metrics.k8s.io already."""
+    kubelet_serving_certs: KubeletServingCerts
+    """cluster-ca: metrics-server verifies the kubelets' certificates; self-signed: it runs with --kubelet-insecure-tls
+    (tenantry/deploy/metrics_api.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)

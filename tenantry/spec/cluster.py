@@ -10,6 +10,7 @@ from tenantry.spec.fields import (
     KUBERNETES_VERSION_PATTERN,
     ClusterEnvironment,
     GpuSoftwareSource,
+    KubeletServingCerts,
     MetricsApiSource,
     Name,
     NodeName,
@@ -99,6 +100,14 @@ class ClusterSpec(SpecModel):
         "installs metrics-server, pinned) or present (the cluster serves it already; a second metrics-server would "
         "contend for the APIService v1beta1.metrics.k8s.io, so install is refused on gke and aks). Default: present on "
         "gke and aks, install on bare-metal and eks.",
+    )
+    kubelet_serving_certs: KubeletServingCerts | None = field(
+        None,
+        description="Who signs the kubelets' serving certificates, which metrics-server verifies when it scrapes "
+        "them: cluster-ca (kubelets with serverTLSBootstrap and their CSRs approved; the managed clouds) or "
+        "self-signed (kubeadm's default), with which tenantry's metrics-server runs with --kubelet-insecure-tls, as "
+        "its README says, or it fails its readiness and `pulumi up` its Helm wait. Default: cluster-ca on eks, gke "
+        "and aks, self-signed on bare-metal.",
     )
 
     @field_validator("kubernetes_version")

@@ -24,6 +24,7 @@ BUCKET_SCHEMES: tuple[BucketScheme, ...] = get_args(BucketScheme)
 ClusterEnvironment = Literal["bare-metal", "eks", "gke", "aks"]
 GpuSoftwareSource = Literal["operator", "preinstalled"]
 MetricsApiSource = Literal["install", "present"]
+KubeletServingCerts = Literal["cluster-ca", "self-signed"]
 ModelCacheAccessMode = Literal["ReadWriteOnce", "ReadWriteMany"]
 
 # Names become Kubernetes object names (Services need RFC 1035 labels) and

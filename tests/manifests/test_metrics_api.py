@@ -58,6 +58,18 @@ def test_every_shipped_stack_installs_the_metrics_api_its_autoscaler_reads(shipp
     assert autoscalers_have_a_metrics_api(resources, plan) == []
 
 
+def test_metrics_server_skips_verifying_kubelets_only_where_their_certificates_are_self_signed(shipped):
+    """On bare-metal (kubeadm's self-signed kubelet certificates) metrics-server cannot verify a kubelet and never
+    becomes ready, so `pulumi up` fails its Helm wait: it runs with --kubelet-insecure-tls there, and only there."""
+    plan, resources = shipped
+    [release] = _metrics_servers(resources)
+    args = release.props["values"].get("args", [])
+    expected = ["--kubelet-insecure-tls"] if plan.cluster.kubelet_serving_certs == "self-signed" else []
+    assert args == expected
+    assert plan.cluster.kubelet_serving_certs == ("self-signed" if plan.cluster.environment == "bare-metal"
+                                                  else "cluster-ca")
+
+
 def test_where_the_cluster_serves_the_metrics_api_none_is_installed(on_gke):
     plan, resources = on_gke
     assert plan.cluster.metrics_api == "present"

@@ -95,3 +95,10 @@ def test_a_cloud_that_may_not_reboot_for_mig_is_warned_about_with_the_field():
     warning = next(w for w in result.warnings if w.path == "cluster.gpu_operator.mig_reboot")
     assert "mig.config.state=failed" in warning.message
     assert not [w for w in _plan(environment="bare-metal").warnings if w.path == "cluster.gpu_operator.mig_reboot"]
+
+
+def test_kubelet_certificates_are_self_signed_on_bare_metal_unless_the_spec_says_otherwise():
+    assert _plan().cluster.kubelet_serving_certs == "self-signed"  # kubeadm's default
+    for environment in ("eks", "gke", "aks"):
+        assert _plan(environment=environment).cluster.kubelet_serving_certs == "cluster-ca"
+    assert _plan(kubelet_serving_certs="cluster-ca").cluster.kubelet_serving_certs == "cluster-ca"  # serverTLSBootstrap
