@@ -77,6 +77,9 @@ PolicyPack(
                     _against_the_plan(engine_policies.engines_scale_within_the_plans_bounds)),
         _stack_rule("custom-resources-after-crds", "Every custom resource depends on the Helm release that "
                     "installs its CRD, or on the CRD tenantry applies.", crd_policies.custom_resources_wait_for_their_crds),
+        _stack_rule("custom-resources-awaited", "pulumi up waits for the PostgreSQL Cluster, each LeaderWorkerSet and "
+                    "each Gateway to be ready, and the gateway waits for the database and the Gateways it calls.",
+                    crd_policies.custom_resources_are_awaited),
         _stack_rule("engine-volumes-hold-checkpoint", "An engine's weights cache claim holds the checkpoint "
                     "fetched (bf16 when quantised on load).",
                     _against_the_plan(engine_policies.engine_volumes_hold_their_checkpoint)),

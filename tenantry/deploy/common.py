@@ -31,6 +31,21 @@ DNS_EGRESS = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metad
 keeps open."""
 
 
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+"""pulumi-kubernetes creates a custom resource without waiting for it (its generic await is opt-in,
+PULUMI_K8S_AWAIT_ALL); this annotation makes `pulumi up` wait for the condition it names before anything that
+depends on the object is created (provider/pkg/metadata/overrides.go: ReadyCondition)."""
+TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+"""How long `pulumi up` waits for the object to become ready; pulumi-kubernetes' default of 10 minutes is
+shorter than a large checkpoint's fetch or a first pull of some images (docs/decisions.md: pulumi up waits as long
+as the Plan allows)."""
+
+
+def waits_until(condition: str, seconds: int) -> dict[str, str]:
+    """Annotations that have `pulumi up` wait up to `seconds` for the object's status condition to be True."""
+    return {WAIT_FOR_ANNOTATION: f"condition={condition}", TIMEOUT_ANNOTATION: str(seconds)}
+
+
 def gateway_egress(namespace: str, selector: dict[str, str], port: int) -> dict:
     """The egress rule to the gateway's pods on its port: the one way out of a tenant namespace besides DNS."""
     return {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},

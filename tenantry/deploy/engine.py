@@ -14,6 +14,8 @@ import pulumi_kubernetes as k8s
 from tenantry.deploy.common import (
     ENGINE_LABEL,
     POOL_LABEL,
+    TIMEOUT_ANNOTATION,
+    WAIT_FOR_ANNOTATION,
     cluster_service,
     labels,
     mebibytes,
@@ -27,7 +29,6 @@ from tenantry.deploy.common import (
 from tenantry.deploy.identity import BucketAccess
 from tenantry.deploy.model_cache import (
     ADAPTERS_DIR,
-    TIMEOUT_ANNOTATION,
     WEIGHTS_DIR,
     CacheArgs,
     CacheContent,
@@ -119,8 +120,12 @@ class Engine(pulumi.ComponentResource):
         # Replicas start only once every claim they mount is filled: pulumi-kubernetes waits for a Job to complete.
         if e.pipeline_parallel > 1:
             assert args.group_release is not None, "an engine across nodes needs the LeaderWorkerSet controller"
+            # A Deployment is awaited by pulumi-kubernetes as it is; a LeaderWorkerSet only with waitFor: its
+            # controller's Available condition (LWS v0.10.0, api/leaderworkerset/v1: LeaderWorkerSetAvailable).
+            group_metadata = {**metadata, "annotations": {**metadata["annotations"],
+                                                          WAIT_FOR_ANNOTATION: "condition=Available"}}
             self.workload: pulumi.Resource = k8s.apiextensions.CustomResource(
-                f"{name}-group", api_version=LWS_API_VERSION, kind="LeaderWorkerSet", metadata=metadata,
+                f"{name}-group", api_version=LWS_API_VERSION, kind="LeaderWorkerSet", metadata=group_metadata,
                 spec=_group_spec(args, caches, selector, pod_labels),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*jobs, args.group_release]),
             )

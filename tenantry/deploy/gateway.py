@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import pulumi_random as random
 import yaml
 
 from tenantry.deploy.common import (
+    TIMEOUT_ANNOTATION,
     cluster_service,
     labels,
     pinned_image,
@@ -51,6 +52,9 @@ KEYS_SECRET = "tenantry-tenant-keys"
 RECONCILER_CONFIGMAP = "tenantry-reconciler"
 GATEWAY_PRIORITY_CLASS = "tenantry-gateway"
 LITELLM_USER = 10001
+READY_SECONDS = 1200
+"""How long `pulumi up` waits for the gateway's replicas on a fresh cluster: a first pull of LiteLLM's image (over
+a GB), its database migrations and the keys' first load; 10 minutes, pulumi-kubernetes' default, is short."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ class GatewayArgs:
     """The Helm release that installs the ServiceMonitor CRD."""
     metrics_release: pulumi.Resource | None = None
     """The Helm release that serves metrics.k8s.io, when the Plan installs one (cluster.metrics_api)."""
+    waits_for: list[pulumi.Resource] = field(default_factory=list)
+    """What LiteLLM needs ready before it starts: the PostgreSQL Cluster, the kv-aware engines' Gateways."""
 
 
 class Gateway(pulumi.ComponentResource):
@@ -86,9 +92,10 @@ class Gateway(pulumi.ComponentResource):
         config_digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
-            metadata={"name": NAME, "namespace": ns, "labels": pod_labels},
+            metadata={"name": NAME, "namespace": ns, "labels": pod_labels,
+                      "annotations": {TIMEOUT_ANNOTATION: str(READY_SECONDS)}},
             spec=_deployment_spec(args, pod_labels, config_digest),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.waits_for),
         )
         self._disruption_budget_and_autoscaler(name, args, pod_labels)
         cluster_service(f"{name}-service", NAME, ns, pod_labels, SELECTOR, "http", PORT, child)

@@ -26,7 +26,7 @@ import yaml
 from tenantry.configs.litellm import REQUEST_TIMEOUT_SECONDS
 from tenantry.configs.vllm import PORT as ENGINE_PORT
 from tenantry.deploy import gateway as gateway_mod
-from tenantry.deploy.common import ENGINE_LABEL, chart_namespace, labels, pinned_release, service_monitor
+from tenantry.deploy.common import ENGINE_LABEL, chart_namespace, labels, pinned_release, service_monitor, waits_until
 from tenantry.deploy.endpoint_picker import (
     DESTINATION_RULE_API_VERSION,
     OBJECTIVE_API_VERSION,
@@ -51,6 +51,9 @@ ISTIO_BASE, ISTIOD = "istio-base", "istiod"
 GATEWAY_CLASS = "istio"
 GATEWAY_PORT = 80
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
+GATEWAY_READY_SECONDS = 900
+"""How long `pulumi up` waits for an engine's Gateway to be Programmed (Gateway API's condition: Istio has deployed
+its proxy, a first pull of the proxy image included); LiteLLM, which calls it, waits for it."""
 GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
 """The label Istio puts on the pods it deploys for a Gateway (and selects them by)."""
 
@@ -104,6 +107,8 @@ class KvRouting(pulumi.ComponentResource):
         super().__init__("tenantry:routing:KvRouting", name, None, opts)
         routed = [e for e in args.plan.engines if e.routing]
         self.urls = {e.name: f"http://{gateway_service(e)}.{args.namespace}.svc:{GATEWAY_PORT}/v1" for e in routed}
+        self.gateways: list[pulumi.Resource] = []
+        """The engines' Gateways, each ready once `pulumi up` has created it: LiteLLM waits for them."""
         if routed:
             crds = [k8s.apiextensions.v1.CustomResourceDefinition(
                         f"{name}-crd-{crd['metadata']['name']}", metadata=crd["metadata"], spec=crd["spec"],
@@ -148,9 +153,12 @@ class KvRouting(pulumi.ComponentResource):
                   ("Gateway", GATEWAY_API_VERSION, e.routing.gateway, gateway_spec()),
                   ("HTTPRoute", GATEWAY_API_VERSION, e.routing.gateway, route_spec(e))]
         for kind, api_version, object_name, spec in custom:
-            metadata = {**meta(object_name), **({"annotations": GATEWAY_ANNOTATIONS} if kind == "Gateway" else {})}
-            k8s.apiextensions.CustomResource(f"{name}-{kind.lower()}-{object_name}", api_version=api_version, kind=kind,
-                                             metadata=metadata, spec=spec, opts=after)
+            metadata = {**meta(object_name), **({"annotations": {**GATEWAY_ANNOTATIONS, **waits_until(
+                "Programmed", GATEWAY_READY_SECONDS)}} if kind == "Gateway" else {})}
+            made = k8s.apiextensions.CustomResource(f"{name}-{kind.lower()}-{object_name}", api_version=api_version,
+                                                    kind=kind, metadata=metadata, spec=spec, opts=after)
+            if kind == "Gateway":
+                self.gateways.append(made)
         for policy in routing_policies(e, args.monitoring_namespace):
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-{policy['metadata']['name']}", metadata={**policy["metadata"], "namespace": ns},

@@ -18,7 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from tenantry.deploy.common import COMPONENT_LABEL, DNS_EGRESS, ENGINE_LABEL, labels, mebibytes, pinned_image
-from tenantry.deploy.common import pod_security, resources, restricted_container
+from tenantry.deploy.common import TIMEOUT_ANNOTATION, pod_security, resources, restricted_container
 from tenantry.deploy.identity import BucketAccess
 from tenantry.deploy.sources import Source, hub_items, parse_source, rclone_script
 from tenantry.plan.model import EnginePlan, Plan, PlatformPlan
@@ -33,9 +33,6 @@ HF_TOKEN_KEY = "token"
 HF_TOKEN_CONFIG = "hfToken"
 """Pulumi config key (tenantry:hfToken, a secret) the Hub token comes from."""
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
-TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
-"""How long `pulumi up` waits for the object to become ready; pulumi-kubernetes' default of 10 minutes is
-shorter than a large checkpoint's fetch (docs/decisions.md: pulumi up waits as long as the Plan allows)."""
 REPLACE_UNREADY_ANNOTATION = "pulumi.com/replaceUnready"
 """On a fetch Job: the next `pulumi up` replaces it when it has not completed (pulumi-kubernetes' Diff reads the live
 Job's status; provider.go, replaceUnready). Without it a Job past its activeDeadlineSeconds stays Failed and every

@@ -90,7 +90,7 @@ class Platform(pulumi.ComponentResource):
             )
             for e in plan.engines
         }
-        engine_urls = self._scaling_and_routing(name, plan, engines, observability)
+        engine_urls, routing_gateways = self._scaling_and_routing(name, plan, engines, observability)
         keys = self._tenant_keys(name, plan)
         gateway = Gateway(
             f"{name}-gateway",
@@ -103,6 +103,7 @@ class Platform(pulumi.ComponentResource):
                 prometheus_url=observability.prometheus_url,
                 monitoring_release=observability.release,
                 metrics_release=metrics_api.release,
+                waits_for=[postgres.cluster, *routing_gateways],
             ),
             in_namespace,
         )
@@ -121,15 +122,16 @@ class Platform(pulumi.ComponentResource):
         self.register_outputs({"gateway_url": self.gateway_url, "tenant_namespaces": self.tenant_namespaces})
 
     def _scaling_and_routing(self, name: str, plan: Plan, engines: dict[str, Engine],
-                             observability: Observability) -> dict[str, str]:
-        """Engines' autoscalers and, for kv-aware ones, their inference Gateways: the URL LiteLLM calls each at."""
+                             observability: Observability) -> tuple[dict[str, str], list[pulumi.Resource]]:
+        """Engines' autoscalers and, for kv-aware ones, their inference Gateways: the URL LiteLLM calls each at,
+        and the Gateways it waits for."""
         ns = plan.platform.namespace
         EngineAutoscaling(f"{name}-autoscaling", EngineAutoscalingArgs(
             plan, ns, observability.prometheus_url, {n: e.workload for n, e in engines.items()}),
             pulumi.ResourceOptions(parent=self))
         routing = KvRouting(f"{name}-kv-routing", KvRoutingArgs(plan, ns, observability.namespace, observability.release),
                             pulumi.ResourceOptions(parent=self, depends_on=[self.namespace]))
-        return {n: routing.urls.get(n, e.url) for n, e in engines.items()}
+        return {n: routing.urls.get(n, e.url) for n, e in engines.items()}, routing.gateways
 
     def _priority_classes_and_namespace(self, name: str, ns: str) -> k8s.core.v1.Namespace:
         child = pulumi.ResourceOptions(parent=self)

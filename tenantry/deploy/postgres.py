@@ -18,12 +18,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from tenantry.deploy.common import chart_namespace, labels, mebibytes, pinned_release
+from tenantry.deploy.common import chart_namespace, labels, mebibytes, pinned_release, waits_until
 from tenantry.deploy.identity import BucketAccess, bucket_access
 from tenantry.pins import chart
 from tenantry.plan.model import PlatformPlan
 
 CLUSTER_NAME = "tenantry-postgres"
+READY_SECONDS = 1200
+"""How long `pulumi up` waits for the Cluster to be Ready on a fresh cluster: the operator, a first pull of the
+PostgreSQL image (about 400 MB), initdb and the instances' start; 10 minutes, pulumi-kubernetes' default, is short
+on a slow registry."""
 OWNER_SECRET = "tenantry-postgres-litellm"
 DATABASE = "litellm"
 OWNER = "litellm"
@@ -78,7 +82,10 @@ class Postgres(pulumi.ComponentResource):
             f"{name}-cluster",
             api_version="postgresql.cnpg.io/v1",
             kind="Cluster",
-            metadata={"name": CLUSTER_NAME, "namespace": ns, "labels": labels("postgres")},
+            # The gateway waits for it: the operator's Ready condition, after a first pull of the PostgreSQL image,
+            # initdb and the first instance's start (CloudNativePG 1.30: api/v1 ConditionClusterReady "Ready").
+            metadata={"name": CLUSTER_NAME, "namespace": ns, "labels": labels("postgres"),
+                      "annotations": waits_until("Ready", READY_SECONDS)},
             spec=spec,
             # Renaming this resource would delete the database: keep the name, or add an alias.
             opts=pulumi.ResourceOptions(parent=self, depends_on=cluster_needs),
@@ -95,6 +102,8 @@ class Postgres(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
             )
         _pod_monitor(f"{name}-monitor", ns, pulumi.ResourceOptions(parent=self, depends_on=[args.monitoring_release]))
+        self.cluster = cluster
+        """The CloudNativePG Cluster, ready once `pulumi up` has created it: what the gateway waits for."""
         self.service_host = f"{CLUSTER_NAME}-rw.{ns}.svc"
         self.database_url = pulumi.Output.secret(
             password.result.apply(lambda pw: f"postgresql://{OWNER}:{pw}@{self.service_host}:5432/{DATABASE}")

@@ -32,6 +32,7 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *rules.tensor_parallel_never_on_mig(resources),
         *engine_policies.engines_match_the_plan(resources, plan),
         *crd_policies.custom_resources_wait_for_their_crds(resources),
+        *crd_policies.custom_resources_are_awaited(resources),
         *engine_policies.engine_volumes_hold_their_checkpoint(resources, plan),
         *engine_policies.engines_scale_within_the_plans_bounds(resources, plan),
         *engine_policies.engines_fetch_nothing_at_start(resources, plan),

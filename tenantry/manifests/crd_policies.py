@@ -76,3 +76,38 @@ def custom_resources_wait_for_their_crds(resources: list[Resource]) -> list[str]
         if not any(r.kind == "Release" and r.props.get("chart") == source for r in _created_before(resource, by_urn)):
             violations.append(f"{resource.label} does not depend on the Helm release of {wanted}, which installs its CRD")
     return violations
+
+
+READY_CONDITIONS = {("postgresql.cnpg.io", "Cluster"): "Ready", ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"):
+                    "Available", ("gateway.networking.k8s.io", "Gateway"): "Programmed"}
+"""The custom resources something waits for, and the status condition that says each is ready: CloudNativePG 1.30's
+ConditionClusterReady, LWS v0.10.0's LeaderWorkerSetAvailable, Gateway API's Programmed."""
+
+
+def custom_resources_are_awaited(resources: list[Resource]) -> list[str]:
+    """`pulumi up` waits for each custom resource in READY_CONDITIONS to be ready (pulumi-kubernetes creates a custom
+    resource without waiting unless its pulumi.com/waitFor annotation names a condition), within a timeout of its
+    own, and the gateway's Deployment waits for the PostgreSQL Cluster and the engines' Gateways it calls: else
+    LiteLLM starts against a database that does not answer yet and crash-loops through `pulumi up`'s wait."""
+    from tenantry.deploy.common import TIMEOUT_ANNOTATION, WAIT_FOR_ANNOTATION
+    from tenantry.deploy.gateway import NAME as GATEWAY
+
+    found, awaited = [], []
+    for r in resources:
+        group = str(r.props.get("apiVersion", "")).split("/")[0]
+        condition = READY_CONDITIONS.get((group, r.kind))
+        if condition is None or not r.type.startswith("kubernetes:"):
+            continue
+        annotations = r.metadata.get("annotations") or {}
+        if annotations.get(WAIT_FOR_ANNOTATION) != f"condition={condition}":
+            found.append(f"{r.label}: pulumi up does not wait for it ({WAIT_FOR_ANNOTATION} is "
+                         f"{annotations.get(WAIT_FOR_ANNOTATION)!r}, not 'condition={condition}')")
+        if TIMEOUT_ANNOTATION not in annotations:
+            found.append(f"{r.label}: no {TIMEOUT_ANNOTATION}: pulumi up gives up on it after 10 minutes")
+        if r.kind in ("Cluster", "Gateway"):
+            awaited.append(r)
+    gateway = next((r for r in resources if r.kind == "Deployment" and r.metadata.get("name") == GATEWAY), None)
+    if gateway is not None:
+        found += [f"Deployment {gateway.namespace}/{GATEWAY} does not wait for {r.label}, which it needs at start"
+                  for r in awaited if r.urn not in gateway.dependencies]
+    return found

@@ -41,8 +41,8 @@ def test_litellm_calls_the_gateway_which_routes_to_the_pool_its_picker_picks_for
     gateway = manifest(rendering, "Gateway", "llama-70b-inference")["spec"]
     assert gateway["gatewayClassName"] == "istio"
     # Where Istio 1.30.3 reads it (the Gateway's own annotations), not in spec.infrastructure, which it never reads.
-    assert manifest(rendering, "Gateway", "llama-70b-inference")["metadata"]["annotations"] == {
-        "networking.istio.io/service-type": "ClusterIP"}
+    assert manifest(rendering, "Gateway", "llama-70b-inference")["metadata"]["annotations"][
+        "networking.istio.io/service-type"] == "ClusterIP"
     assert "infrastructure" not in gateway
     route = manifest(rendering, "HTTPRoute", "llama-70b-inference")["spec"]
     assert route["rules"][0]["backendRefs"] == [
