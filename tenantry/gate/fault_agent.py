@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 from tenantry.gate.engine_load import gauge
 from tenantry.gate.scenario_model import MID_STREAM_WAIT_SECONDS
@@ -66,14 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(POLL_SECONDS)
         seen = running(args.metrics, args.engine)
     waited = time.monotonic() - start
-    frozen = seen >= 1 and group is not None and signal_group(group, signal.SIGSTOP)
+    stop_sent = seen >= 1 and group is not None and signal_group(group, signal.SIGSTOP)
+    frozen = stop_sent and group_stopped(group)
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=COMMAND_SECONDS)
         outcome = {"exit": done.returncode, "output": (done.stdout + done.stderr).strip()[:200]}
     except subprocess.TimeoutExpired:
         outcome = {"exit": None, "output": f"timed out after {COMMAND_SECONDS} s"}
     finally:
-        if frozen:
+        if stop_sent:
             signal_group(group, signal.SIGCONT)  # a group the command killed is gone: nothing to continue
     print(json.dumps({"waited": round(waited, 3), "running": seen, "frozen": frozen, **outcome}))
     return 0
@@ -84,6 +86,29 @@ def leader(command: str) -> int | None:
     done = subprocess.run(command, shell=True, capture_output=True, text=True, check=False, timeout=COMMAND_SECONDS)
     first = done.stdout.split()[:1]
     return int(first[0]) if first and first[0].isdigit() and int(first[0]) > 1 else None
+
+
+STOPPED_WITHIN_SECONDS = 2.0
+"""The longest the agent waits for the frozen group to be stopped before it runs the command anyway."""
+
+
+def group_stopped(group: int, seconds: float = STOPPED_WITHIN_SECONDS) -> bool:
+    """Whether every process of the group reports itself stopped (state T in /proc/<pid>/stat), asked until it does
+    or `seconds` pass. SIGSTOP is delivered asynchronously: a command started right after sending it once read the
+    engine still running (a fresh clone's make test, tests/unit/test_fault_agent.py)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        states = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+            except (OSError, IndexError):
+                continue
+            if fields[2] == str(group):
+                states.append(fields[0])
+        if (states and all(state in ("T", "t") for state in states)) or time.monotonic() > deadline:
+            return bool(states) and all(state in ("T", "t") for state in states)
+        time.sleep(POLL_SECONDS / 4)
 
 
 def signal_group(group: int, sent: signal.Signals) -> bool:
