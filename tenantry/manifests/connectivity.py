@@ -222,11 +222,19 @@ def analyse(plan: Plan, manifests: list[dict[str, Any]], table: list[Flow] | Non
         (root / "cluster.yaml").write_text(yaml.safe_dump_all(cluster(plan, manifests)), encoding="utf-8")
         policies = [m for m in manifests if m["kind"] == "NetworkPolicy"]
         (root / "policies.yaml").write_text(yaml.safe_dump_all(policies), encoding="utf-8")
-        job = {"cluster": str(root / "cluster.yaml"), "policies": str(root / "policies.yaml"), "flows": []}
+        groups: dict[tuple[bool, str], list[dict[str, str]]] = {}
         for i, flow in enumerate(table):
             stated = root / f"flow-{i}.yaml"
-            stated.write_text(yaml.safe_dump(flow.stated()), encoding="utf-8")
-            job["flows"].append({"name": str(i), "file": str(stated), "must_pass": flow.must_pass})
+            policy = flow.stated()
+            stated.write_text(yaml.safe_dump({**policy, "metadata": {**policy["metadata"], "name": f"flow-{i}"}}),
+                              encoding="utf-8")
+            groups.setdefault((flow.must_pass, policy["spec"]["policyTypes"][0]), []).append(
+                {"name": str(i), "file": str(stated)})
+        # One query per group of flows stated alike (must pass or not, egress or ingress), where a query per flow
+        # took 2.5 min for h200-many-adapters' 81 flows on a loaded machine; a failing group is asked flow by flow.
+        job = {"cluster": str(root / "cluster.yaml"), "policies": str(root / "policies.yaml"),
+               "groups": [{"name": f"{'pass' if must_pass else 'deny'}-{kind}", "must_pass": must_pass,
+                           "flows": flows} for (must_pass, kind), flows in groups.items()]}
         (root / "job.json").write_text(json.dumps(job), encoding="utf-8")
         done = subprocess.run([str(ANALYSER), str(RUNNER), str(root / "job.json"), str(root / "results.json")],
                               capture_output=True, text=True, check=False, timeout=600)
