@@ -1,8 +1,10 @@
-"""Renderings with one object changed: how the manifest tests show a policy catches what it should."""
+"""Renderings shared between the manifest tests, and with one object changed: how the manifest tests show a policy
+catches what it should."""
 
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -22,13 +24,26 @@ def changed(resources: list[Resource], kind: str, name: str, change: Callable[[d
     return out
 
 
+@functools.cache
+def _rendered_once(stack: str):
+    from tenantry.manifests.offline import render
+    from tenantry.stacks import stack_path
+
+    return render(stack_path(stack), stack)
+
+
+def shared_render(stack: str):
+    """A shipped stack rendered through the mock runtime, once per session (a render takes seconds and some twenty
+    modules read the same six stacks), handed out as a copy of its own: a test may change what it is given."""
+    return copy.deepcopy(_rendered_once(stack))
+
+
 def planned_rendering(stack: str):
     """A shipped stack's Plan, its rendering through the mock runtime and the rendering's resources for the policies."""
     from tenantry.manifests.checks import policy_resources
-    from tenantry.manifests.offline import render
-    from tenantry.stacks import plan_stack, stack_path
+    from tenantry.stacks import plan_stack
 
-    rendering = render(stack_path(stack), stack)
+    rendering = shared_render(stack)
     return plan_stack(stack), rendering, policy_resources(rendering)
 
 

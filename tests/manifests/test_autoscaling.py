@@ -12,18 +12,17 @@ import pytest
 from tenantry.manifests.checks import policy_resources
 from tenantry.manifests.cluster_policies import autoscaler_behaviour_in_range
 from tenantry.manifests.engine_policies import engines_match_the_plan, engines_scale_within_the_plans_bounds
-from tenantry.manifests.offline import render
 from tenantry.manifests.validate import validate_manifests
 from tenantry.pins import chart
 from tenantry.stacks import plan_stack, stack_path
-from tests.manifests.tampering import changed
+from tests.manifests.tampering import changed, shared_render
 
 STACK = "h200-many-adapters"
 
 
 @pytest.fixture(scope="module")
 def stack():
-    rendering = render(stack_path(STACK), STACK)
+    rendering = shared_render(STACK)
     return plan_stack(STACK), rendering, policy_resources(rendering)
 
 

@@ -18,6 +18,7 @@ from tenantry.manifests.checks import policy_resources
 from tenantry.manifests.offline import render
 from tenantry.manifests.resources import Resource, containers, pod_spec
 from tenantry.stacks import plan_stack, stack_path
+from tests.manifests.tampering import shared_render
 
 ROLE = "arn:aws:iam::111122223333:role/tenantry-buckets"
 
@@ -25,7 +26,7 @@ ROLE = "arn:aws:iam::111122223333:role/tenantry-buckets"
 @pytest.fixture(scope="module")
 def adapters_in_s3():
     """h200-many-adapters: 200 adapters in S3, backups to S3, an IRSA role."""
-    return plan_stack("h200-many-adapters"), policy_resources(render(stack_path("h200-many-adapters")))
+    return plan_stack("h200-many-adapters"), policy_resources(shared_render("h200-many-adapters"))
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,16 @@ from dataclasses import replace
 import pytest
 
 from tenantry.manifests.chart_values import SCHEMA_FILE, chart_values_problems
-from tenantry.manifests.offline import render
 from tenantry.pins import CHARTS_DIR
 from tenantry.stacks import stack_path
+from tests.manifests.tampering import shared_render
 
 STACK = "h100-mig-mixed"  # PostgreSQL with backups: the operator, the plugin and cert-manager
 
 
 @pytest.fixture(scope="module")
 def releases():
-    return render(stack_path(STACK), STACK).releases()
+    return shared_render(STACK).releases()
 
 
 def _with_values(releases, chart: str, change) -> list:

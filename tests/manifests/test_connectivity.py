@@ -10,8 +10,8 @@ import copy
 import pytest
 
 from tenantry.manifests.connectivity import Flow, analyse, flows, problems
-from tenantry.manifests.offline import render
 from tenantry.stacks import plan_stack, stack_path
+from tests.manifests.tampering import shared_render
 
 STACK = "h100x16-405b"
 
@@ -19,7 +19,7 @@ STACK = "h100x16-405b"
 @pytest.fixture(scope="module")
 def stack():
     plan = plan_stack(STACK)
-    manifests = render(stack_path(STACK), STACK).manifests()
+    manifests = shared_render(STACK).manifests()
     return plan, manifests, flows(plan, manifests)
 
 

@@ -12,9 +12,9 @@ import pytest
 from tenantry.manifests import crd_policies as rules
 from tenantry.manifests.resources import Resource
 from tenantry.manifests.checks import policy_resources
-from tenantry.manifests.offline import render
 from tenantry.stacks import stack_path
 from tests.manifests.test_render import STACKS
+from tests.manifests.tampering import shared_render
 
 STACK = "urn:pulumi:s::tenantry::pulumi:pulumi:Stack::tenantry-s"
 
@@ -94,7 +94,7 @@ def test_built_in_kinds_and_components_need_no_release():
 
 @pytest.fixture(scope="module", params=STACKS)
 def resources(request):
-    return policy_resources(render(stack_path(request.param), request.param))
+    return policy_resources(shared_render(request.param))
 
 
 def test_every_custom_resource_of_every_stack_waits_for_its_crd(resources):

@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from tenantry.manifests.crd_schemas import pinned_crd_schemas
-from tenantry.manifests.offline import render
 from tenantry.manifests.validate import validate_manifests
 from tenantry.deploy.kv_routing import applied_crds
 from tenantry.pins import APPLIED_CRDS_DIR, CHARTS_DIR, chart
 from tenantry.stacks import plan_stack, stack_path
+from tests.manifests.tampering import shared_render
 
 STACK = "h100-isolation"  # PostgreSQL with backups: every kind of custom resource but KEDA's (test_autoscaling.py)
 KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "Cluster", "ScheduledBackup", "ObjectStore"}
@@ -23,7 +23,7 @@ KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "Cluster", "Scheduled
 
 @pytest.fixture(scope="module")
 def stack():
-    return plan_stack(STACK), render(stack_path(STACK), STACK).manifests()
+    return plan_stack(STACK), shared_render(STACK).manifests()
 
 
 def test_each_pinned_crd_names_the_release_it_was_taken_from():

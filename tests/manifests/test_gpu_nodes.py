@@ -15,13 +15,14 @@ from tenantry.configs.node_registration import MIG_CONFIG_LABEL, WHOLE_GPUS
 from tenantry.deploy.gpu_nodes import CRITICAL_PODS_QUOTA, FIELD_MANAGER
 from tenantry.manifests.offline import render
 from tenantry.stacks import plan_stack, stack_path
+from tests.manifests.tampering import shared_render
 
 GPU_STACKS = ("h100-mig-mixed", "h100x8-shared-70b", "h200-many-adapters")
 
 
 @pytest.fixture(scope="module", params=GPU_STACKS)
 def rendered(request):
-    return plan_stack(request.param), render(stack_path(request.param), request.param)
+    return plan_stack(request.param), shared_render(request.param)
 
 
 def _node_patches(rendering) -> list[dict[str, Any]]:

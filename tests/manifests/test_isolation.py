@@ -13,17 +13,16 @@ import yaml
 from tenantry.configs.node_registration import DEDICATED_LABEL, POOL_LABEL
 from tenantry.manifests.checks import policy_resources
 from tenantry.manifests.isolation_policies import tenants_get_the_isolation_they_were_promised as promised
-from tenantry.manifests.offline import render
 from tenantry.manifests.resources import Resource, pod_spec, template_labels
 from tenantry.stacks import plan_stack, stack_path
-from tests.manifests.tampering import changed
+from tests.manifests.tampering import changed, shared_render
 
 STACK = "h100-isolation"
 
 
 @pytest.fixture(scope="module")
 def stack():
-    return plan_stack(STACK), policy_resources(render(stack_path(STACK), STACK))
+    return plan_stack(STACK), policy_resources(shared_render(STACK))
 
 
 def _named(resources: list[Resource], kind: str, name: str) -> Resource:

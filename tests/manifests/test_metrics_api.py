@@ -18,6 +18,7 @@ from tenantry.manifests.resources import Resource
 from tenantry.pins import chart
 from tenantry.stacks import plan_stack, stack_path
 from tests.manifests.test_render import STACKS
+from tests.manifests.tampering import shared_render
 
 PIN = chart("metrics-server")
 
@@ -32,7 +33,7 @@ def _autoscaler(resources: list[Resource]) -> Resource:
 
 @pytest.fixture(scope="module", params=STACKS)
 def shipped(request):
-    return plan_stack(request.param), policy_resources(render(stack_path(request.param), request.param))
+    return plan_stack(request.param), policy_resources(shared_render(request.param))
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from tenantry.deploy.common import COMPONENT_LABEL, ENGINE_LABEL
 from tenantry.deploy.model_cache import (CACHE_COMPONENT, FETCH_MEMORY_BYTES, HF_TOKEN_SECRET, REPLACE_UNREADY_ANNOTATION,
                                          TIMEOUT_ANNOTATION, XET_BUFFER_LIMIT_BYTES, XET_DOWNLOAD_BUFFERS,
                                          engine_caches)
-from tenantry.manifests.offline import render
 from tenantry.manifests.resources import quantity_bytes
 from tenantry.stacks import plan_stack, stack_path
+from tests.manifests.tampering import shared_render
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
@@ -25,7 +25,7 @@ STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.s
 
 @pytest.fixture(scope="module", params=STACKS)
 def rendered(request):
-    return plan_stack(request.param), render(stack_path(request.param), request.param)
+    return plan_stack(request.param), shared_render(request.param)
 
 
 def _objects(rendering, kind: str) -> dict[str, Any]:

@@ -15,9 +15,10 @@ from tenantry.manifests import policies as rules
 from tenantry.manifests.resources import Resource, containers, from_policy_props, pod_spec
 from tenantry.manifests.checks import policy_resources
 from tenantry.deploy.gateway import PORT as GATEWAY_PORT, SELECTOR as GATEWAY_SELECTOR
-from tenantry.manifests.offline import Secret, render
+from tenantry.manifests.offline import Secret
 from tenantry.pins import chart
 from tenantry.stacks import plan_stack, stack_path
+from tests.manifests.tampering import shared_render
 
 MONITORING = chart("kube-prometheus-stack").namespace
 
@@ -25,7 +26,7 @@ MONITORING = chart("kube-prometheus-stack").namespace
 @pytest.fixture(scope="module")
 def clean():
     plan = plan_stack("h100-mig-mixed")
-    return plan, policy_resources(render(stack_path("h100-mig-mixed")))
+    return plan, policy_resources(shared_render("h100-mig-mixed"))
 
 
 def _find(resources: list[Resource], kind: str, name: str, namespace: str | None = None) -> Resource:

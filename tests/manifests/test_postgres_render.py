@@ -13,18 +13,18 @@ import pytest
 from tenantry.deploy.identity import bucket_access
 from tenantry.deploy.postgres import BARMAN_PLUGIN, CLUSTER_NAME, OBJECT_STORE
 from tenantry.manifests.checks import policy_resources
-from tenantry.manifests.offline import render
 from tenantry.manifests.resources import Resource
 from tenantry.manifests.validate import validate_manifests
 from tenantry.pins import IMAGES, chart
 from tenantry.stacks import plan_stack, stack_path
 from tests.manifests.test_render import STACKS
+from tests.manifests.tampering import shared_render
 
 
 @pytest.fixture(scope="module", params=STACKS)
 def stack(request):
     plan = plan_stack(request.param)
-    return plan, policy_resources(render(stack_path(request.param), request.param))
+    return plan, policy_resources(shared_render(request.param))
 
 
 def _one(resources: list[Resource], kind: str) -> Resource:
@@ -106,7 +106,7 @@ def test_the_cluster_runs_the_catalogs_current_postgresql_16_by_digest():
     assert match, image
     # A major upgrade needs pg_upgrade or an import: never by changing this pin.
     assert match.group(1) == "16" and int(match.group(2)) >= 15
-    cluster = _one(policy_resources(render(stack_path("local"), "local")), "Cluster")
+    cluster = _one(policy_resources(shared_render("local")), "Cluster")
     assert cluster.props["spec"]["imageName"] == image
 
 

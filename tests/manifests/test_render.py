@@ -21,6 +21,7 @@ from tenantry.deploy.model_cache import CACHE_COMPONENT
 from tenantry.manifests.offline import Secret, render, write
 from tenantry.configs.litellm import POLICY_CALLBACK
 from tenantry.stacks import plan_stack, stack_path
+from tests.manifests.tampering import shared_render
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
@@ -29,7 +30,7 @@ STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.s
 @pytest.fixture(scope="module", params=STACKS)
 def rendered(request):
     plan = plan_stack(request.param)
-    return plan, render(stack_path(request.param), request.param)
+    return plan, shared_render(request.param)
 
 
 def by_kind(rendering, kind: str) -> list[dict[str, Any]]:
@@ -237,7 +238,7 @@ def test_no_secret_value_appears_in_plain_text(rendered):
 def test_stateful_resources_keep_their_names():
     """Renaming any of these would delete data (Pulumi replaces renamed resources):
     change them only with an alias."""
-    rendering = render(stack_path("h100x8-shared-70b"))
+    rendering = shared_render("h100x8-shared-70b")
     stateful = {(r.type.rsplit(":", 1)[-1], r.name, (r.inputs.get("metadata") or {}).get("name"))
                 for r in rendering.resources if r.type.rsplit(":", 1)[-1] in ("Cluster", "RandomPassword")}
     assert stateful == {

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tenantry.manifests.offline import render, write
+from tenantry.manifests.offline import write
 from tenantry.manifests.scan import load_waivers, run_checkov, unwaived
 from tenantry.stacks import plan_stack, stack_path
+from tests.manifests.tampering import shared_render
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
@@ -17,7 +18,7 @@ STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.s
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_checkov_finds_nothing_unwaived(stack, tmp_path):
-    write(render(stack_path(stack)), tmp_path)
+    write(shared_render(stack), tmp_path)
     findings, summary = run_checkov(tmp_path)
     assert summary["parsing_errors"] == 0 and summary["passed"] > 100, summary
     left = unwaived(findings, plan_stack(stack))
@@ -30,13 +31,13 @@ def test_every_waiver_says_why_and_is_still_needed(tmp_path):
         assert len(waiver["why"]) > 80 and waiver["applies_to"], check
     found: set[str] = set()
     for stack in ("h100-mig-mixed", "h200-many-adapters"):  # the second has a kv-aware engine's picker
-        write(render(stack_path(stack)), tmp_path / stack)
+        write(shared_render(stack), tmp_path / stack)
         found |= {f.check_id for f in run_checkov(tmp_path / stack)[0]}
     assert found == set(waivers), "a waiver that no longer matches anything should go"
 
 
 def test_a_new_finding_is_not_waived(tmp_path):
-    write(render(stack_path("local")), tmp_path)
+    write(shared_render("local"), tmp_path)
     deployment = tmp_path / "tenantry" / "Deployment-tenantry-redis.yaml"
     deployment.write_text(deployment.read_text().replace("allowPrivilegeEscalation: false", "allowPrivilegeEscalation: true"))
     findings, _ = run_checkov(tmp_path)
