@@ -67,7 +67,8 @@ class Platform(pulumi.ComponentResource):
         namespace = self.namespace = self._priority_classes_and_namespace(name, ns)
         in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
         GpuNodes(f"{name}-gpu", GpuNodesArgs(plan.pools, plan.mig_strategy, plan.cluster.gpu_operator), child)
-        metrics_api = MetricsApi(f"{name}-metrics", MetricsApiArgs(plan.cluster.metrics_api, plan.cluster.kubelet_serving_certs), child)
+        metrics_api = MetricsApi(f"{name}-metrics", MetricsApiArgs(plan.cluster.metrics_api,
+                                                                   plan.cluster.kubelet_serving_certs), child)
         self.bucket_service_account = bucket_service_account(f"{name}-buckets", plan.platform, in_namespace)
         observability = Observability(f"{name}-observability", on_call(plan), child)
         postgres = Postgres(f"{name}-postgres", PostgresArgs(plan.platform, IMAGES["postgres"], observability.release),
@@ -96,14 +97,11 @@ class Platform(pulumi.ComponentResource):
             f"{name}-gateway",
             GatewayArgs(
                 plan=plan, namespace=ns, image=IMAGES["litellm"],
-                engine_urls=engine_urls,
-                database_url=postgres.database_url,
+                engine_urls=engine_urls, database_url=postgres.database_url,
                 redis_host=redis.host, redis_port=redis_mod.PORT, redis_password=redis.password.result,
-                tenant_keys=keys,
-                prometheus_url=observability.prometheus_url,
-                monitoring_release=observability.release,
-                metrics_release=metrics_api.release,
-                waits_for=[postgres.cluster, *routing_gateways],
+                tenant_keys=keys, prometheus_url=observability.prometheus_url,
+                monitoring_release=observability.release, metrics_release=metrics_api.release,
+                waits_for=[postgres.cluster, *routing_gateways],  # LiteLLM needs the database, and calls the Gateways
             ),
             in_namespace,
         )
