@@ -17,14 +17,16 @@ DEBIAN_PACKAGES := postgresql redis-server prometheus prometheus-alertmanager no
   mmdebstrap podman runc procps:pgrep
 PYTEST_ARGS ?=
 
-.PHONY: local test bench docs venv system freeze-vllm clean
+.PHONY: local test bench docs venv environments system freeze-vllm clean
 
 ENVIRONMENTS := $(VENV)/.installed $(TOOLS)/.installed $(VLLM)/.installed $(ANSIBLE)/.installed $(NCA)/.installed
 
 # The five environments install two at a time (pip spends much of its time unpacking and compiling, one core each):
 # benchmarks/install.py measures it against one at a time.
 venv: system
-	@$(MAKE) --no-print-directory -j2 $(ENVIRONMENTS)
+	@$(MAKE) --no-print-directory -j2 environments
+
+environments: $(ENVIRONMENTS)
 
 system:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || \

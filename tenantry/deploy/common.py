@@ -20,11 +20,15 @@ TENANT_LABEL = "tenantry.io/tenant"
 TIER_LABEL = "tenantry.io/tier"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 ENGINE_LABEL = "tenantry.io/engine"
+PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
+"""The labels of kube-prometheus-stack's Prometheus pods, which every policy that lets Prometheus scrape selects."""
+KUBE_DNS_POD_LABELS = {"k8s-app": "kube-dns"}
+"""The labels of the cluster DNS's pods in kube-system (kube-dns and CoreDNS alike)."""
 NODE_LOCAL_DNS_CIDR = "169.254.20.10/32"
 """NodeLocal DNSCache's link-local address (kubernetes/dns's nodelocaldns; the address its manifests, GKE, EKS and
 AKS use): once it runs on a node, its pods send DNS there, to a host-network listener no podSelector matches."""
 DNS_EGRESS = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                      "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}},
+                      "podSelector": {"matchLabels": KUBE_DNS_POD_LABELS}},
                      {"ipBlock": {"cidr": NODE_LOCAL_DNS_CIDR}}],
               "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
 """The egress rule to the cluster's DNS, kube-dns's pods or NodeLocal DNSCache, which every egress policy of tenantry

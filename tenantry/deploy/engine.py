@@ -15,7 +15,6 @@ from tenantry.deploy.common import (
     ENGINE_LABEL,
     POOL_LABEL,
     TIMEOUT_ANNOTATION,
-    WAIT_FOR_ANNOTATION,
     cluster_service,
     labels,
     mebibytes,
@@ -25,6 +24,7 @@ from tenantry.deploy.common import (
     restricted_container,
     service_monitor,
     spread_across_nodes,
+    waits_until,
 )
 from tenantry.deploy.identity import BucketAccess
 from tenantry.deploy.model_cache import (
@@ -42,6 +42,9 @@ from tenantry.configs.vllm import ENGINE_ENVIRONMENT, PORT, VLLM_SERVE, stage_ar
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 """The label LWS gives each pod of a group, its index in it: 0 for the leader (api/leaderworkerset/v1)."""
+LWS_READY_CONDITION = "Available"
+"""A LeaderWorkerSet's condition once its groups serve (LWS v0.10.0, api/leaderworkerset/v1:
+LeaderWorkerSetAvailable)."""
 LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
 LWS_WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
 """The variables LWS sets in every container of a group: the leader's address and the pod's index."""
@@ -115,15 +118,14 @@ class Engine(pulumi.ComponentResource):
             node_selector=engine_node_selector(e), tolerations=_tolerations(e),
         )
         jobs = [populate(f"{name}-{c.role}", c, cache_args, self) for c in caches]
+        ready_seconds = e.pod.startup_seconds + ROLLOUT_MARGIN_SECONDS
         metadata = {"name": e.name, "namespace": ns, "labels": pod_labels,
-                    "annotations": {TIMEOUT_ANNOTATION: str(e.pod.startup_seconds + ROLLOUT_MARGIN_SECONDS)}}
+                    "annotations": {TIMEOUT_ANNOTATION: str(ready_seconds)}}
         # Replicas start only once every claim they mount is filled: pulumi-kubernetes waits for a Job to complete.
         if e.pipeline_parallel > 1:
             assert args.group_release is not None, "an engine across nodes needs the LeaderWorkerSet controller"
-            # A Deployment is awaited by pulumi-kubernetes as it is; a LeaderWorkerSet only with waitFor: its
-            # controller's Available condition (LWS v0.10.0, api/leaderworkerset/v1: LeaderWorkerSetAvailable).
-            group_metadata = {**metadata, "annotations": {**metadata["annotations"],
-                                                          WAIT_FOR_ANNOTATION: "condition=Available"}}
+            # A Deployment is awaited by pulumi-kubernetes as it is; a LeaderWorkerSet only with waitFor.
+            group_metadata = {**metadata, "annotations": waits_until(LWS_READY_CONDITION, ready_seconds)}
             self.workload: pulumi.Resource = k8s.apiextensions.CustomResource(
                 f"{name}-group", api_version=LWS_API_VERSION, kind="LeaderWorkerSet", metadata=group_metadata,
                 spec=_group_spec(args, caches, selector, pod_labels),

@@ -26,7 +26,8 @@ import yaml
 from tenantry.configs.litellm import REQUEST_TIMEOUT_SECONDS
 from tenantry.configs.vllm import PORT as ENGINE_PORT
 from tenantry.deploy import gateway as gateway_mod
-from tenantry.deploy.common import ENGINE_LABEL, chart_namespace, labels, pinned_release, service_monitor, waits_until
+from tenantry.deploy.common import (ENGINE_LABEL, PROMETHEUS_POD_LABELS, chart_namespace, labels, pinned_release,
+                                    service_monitor, waits_until)
 from tenantry.deploy.endpoint_picker import (
     DESTINATION_RULE_API_VERSION,
     OBJECTIVE_API_VERSION,
@@ -51,6 +52,8 @@ ISTIO_BASE, ISTIOD = "istio-base", "istiod"
 GATEWAY_CLASS = "istio"
 GATEWAY_PORT = 80
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
+GATEWAY_READY_CONDITION = "Programmed"
+"""Gateway API's condition for a Gateway its implementation has deployed."""
 GATEWAY_READY_SECONDS = 900
 """How long `pulumi up` waits for an engine's Gateway to be Programmed (Gateway API's condition: Istio has deployed
 its proxy, a first pull of the proxy image included); LiteLLM, which calls it, waits for it."""
@@ -154,7 +157,7 @@ class KvRouting(pulumi.ComponentResource):
                   ("HTTPRoute", GATEWAY_API_VERSION, e.routing.gateway, route_spec(e))]
         for kind, api_version, object_name, spec in custom:
             metadata = {**meta(object_name), **({"annotations": {**GATEWAY_ANNOTATIONS, **waits_until(
-                "Programmed", GATEWAY_READY_SECONDS)}} if kind == "Gateway" else {})}
+                GATEWAY_READY_CONDITION, GATEWAY_READY_SECONDS)}} if kind == "Gateway" else {})}
             made = k8s.apiextensions.CustomResource(f"{name}-{kind.lower()}-{object_name}", api_version=api_version,
                                                     kind=kind, metadata=metadata, spec=spec, opts=after)
             if kind == "Gateway":
@@ -174,7 +177,7 @@ def routing_policies(e: EnginePlan, monitoring_namespace: str) -> list[dict[str,
     picker_pods = {"podSelector": {"matchLabels": picker_selector(e)}}
     litellm = {"podSelector": {"matchLabels": gateway_mod.SELECTOR}}
     prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring_namespace}},
-                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+                  "podSelector": {"matchLabels": PROMETHEUS_POD_LABELS}}
 
     def policy(suffix: str, selector: dict[str, str], ingress: list[dict[str, Any]]) -> dict[str, Any]:
         return {"metadata": {"name": f"{e.name}-{suffix}", "labels": labels("routing")},

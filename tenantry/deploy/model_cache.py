@@ -238,9 +238,10 @@ def _steps(
 
 FETCH_MEMORY_BYTES = 2**31
 """Each fetch container's memory (request and limit)."""
+XET_BUFFER_LIMIT_BYTES = 768 * 2**20
 XET_DOWNLOAD_BUFFERS = {"HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_SIZE": "256mb",
                         "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_PERFILE_SIZE": "64mb",
-                        "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_LIMIT": "768mb",
+                        "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_LIMIT": f"{XET_BUFFER_LIMIT_BYTES // 2**20}mb",
                         "HF_XET_CHUNK_CACHE_SIZE_BYTES": "0"}
 """hf_xet's download buffers, bounded to fit the fetch container's memory. Its defaults are 2 GB always, 512 MB more
 per file downloading at once, up to 8 GB (xet-core's reconstruction config: download_buffer_size,
@@ -248,7 +249,6 @@ download_buffer_perfile_size, download_buffer_limit; read in its v1.6.0 source, 
 beside vLLM 0.32.0), and huggingface_hub's snapshot_download fetches up to 8 files at once: about 6 GB, where the
 container has 2 GiB. Bounded: at most 768 MB of buffers, leaving the interpreter and the client over a GiB. The chunk
 cache (10 GB on disk by default, under HF_HOME in /tmp) would only hold a second copy of a one-time download."""
-XET_BUFFER_LIMIT_BYTES = 768 * 2**20
 
 GKE_METADATA_EGRESS = {"to": [{"ipBlock": {"cidr": "169.254.169.254/32"}}], "ports": [{"protocol": "TCP", "port": 80}]}
 """Where GKE's metadata server answers Workload Identity's token requests."""

@@ -15,7 +15,7 @@ from tenantry.deploy import gateway as gateway_mod
 from tenantry.deploy import redis as redis_mod
 from tenantry.deploy.autoscaling import EngineAutoscaling, EngineAutoscalingArgs
 from tenantry.deploy.engine_groups import EngineGroups, EngineGroupsArgs
-from tenantry.deploy.common import COMPONENT_LABEL, labels
+from tenantry.deploy.common import COMPONENT_LABEL, PROMETHEUS_POD_LABELS, labels
 from tenantry.deploy.engine import ENGINE_PRIORITY_CLASS, Engine, EngineArgs
 from tenantry.deploy.gateway import GATEWAY_PRIORITY_CLASS, Gateway, GatewayArgs
 from tenantry.deploy.gpu_nodes import GpuNodes, GpuNodesArgs
@@ -164,7 +164,7 @@ class Platform(pulumi.ComponentResource):
                 peer["podSelector"] = {"matchLabels": pods}
             return peer
 
-        prometheus = from_namespace(monitoring_ns, {"app.kubernetes.io/name": "prometheus"})
+        prometheus = from_namespace(monitoring_ns, PROMETHEUS_POD_LABELS)
         gateway = {"podSelector": {"matchLabels": gateway_mod.SELECTOR}}
         policies = {
             # Engines: the gateway sends requests, Prometheus scrapes; tenants never reach them.

@@ -24,6 +24,8 @@ from tenantry.pins import chart
 from tenantry.plan.model import PlatformPlan
 
 CLUSTER_NAME = "tenantry-postgres"
+READY_CONDITION = "Ready"
+"""The Cluster's status condition once it serves (CloudNativePG 1.30: api/v1 ConditionClusterReady)."""
 READY_SECONDS = 1200
 """How long `pulumi up` waits for the Cluster to be Ready on a fresh cluster: the operator, a first pull of the
 PostgreSQL image (about 400 MB), initdb and the instances' start; 10 minutes, pulumi-kubernetes' default, is short
@@ -39,6 +41,8 @@ OBJECT_STORE = f"{CLUSTER_NAME}-backups"
 POD_MONITOR = f"{CLUSTER_NAME}-metrics"
 METRICS_PORT = "metrics"
 """The instance pods' exporter port (CloudNativePG 1.30, pkg/specs/pods.go: port 9187, path /metrics)."""
+METRICS_PORT_NUMBER = 9187
+PORT = 5432
 
 
 @dataclass(frozen=True)
@@ -82,10 +86,9 @@ class Postgres(pulumi.ComponentResource):
             f"{name}-cluster",
             api_version="postgresql.cnpg.io/v1",
             kind="Cluster",
-            # The gateway waits for it: the operator's Ready condition, after a first pull of the PostgreSQL image,
-            # initdb and the first instance's start (CloudNativePG 1.30: api/v1 ConditionClusterReady "Ready").
+            # The gateway waits for it: ready after a first pull of the PostgreSQL image, initdb and the first start.
             metadata={"name": CLUSTER_NAME, "namespace": ns, "labels": labels("postgres"),
-                      "annotations": waits_until("Ready", READY_SECONDS)},
+                      "annotations": waits_until(READY_CONDITION, READY_SECONDS)},
             spec=spec,
             # Renaming this resource would delete the database: keep the name, or add an alias.
             opts=pulumi.ResourceOptions(parent=self, depends_on=cluster_needs),
@@ -106,7 +109,7 @@ class Postgres(pulumi.ComponentResource):
         """The CloudNativePG Cluster, ready once `pulumi up` has created it: what the gateway waits for."""
         self.service_host = f"{CLUSTER_NAME}-rw.{ns}.svc"
         self.database_url = pulumi.Output.secret(
-            password.result.apply(lambda pw: f"postgresql://{OWNER}:{pw}@{self.service_host}:5432/{DATABASE}")
+            password.result.apply(lambda pw: f"postgresql://{OWNER}:{pw}@{self.service_host}:{PORT}/{DATABASE}")
         )
         self.register_outputs({"host": self.service_host})
 

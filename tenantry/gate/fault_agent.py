@@ -106,8 +106,9 @@ def group_stopped(group: int, seconds: float = STOPPED_WITHIN_SECONDS) -> bool:
                 continue
             if fields[2] == str(group):
                 states.append(fields[0])
-        if (states and all(state in ("T", "t") for state in states)) or time.monotonic() > deadline:
-            return bool(states) and all(state in ("T", "t") for state in states)
+        stopped = bool(states) and all(state in ("T", "t") for state in states)
+        if stopped or time.monotonic() > deadline:
+            return stopped
         time.sleep(POLL_SECONDS / 4)
 
 

@@ -73,7 +73,7 @@ class Flow:
         ports = ",".join(f"{port}/{protocol}" for protocol, port in self.ports) or "every port"
         return f"{self.source.name} -> {self.destination.name} ({ports})"
 
-    def stated(self) -> dict[str, Any]:
+    def stated(self, name: str) -> dict[str, Any]:
         """The flow as a NetworkPolicy: egress from its source's pods where they are in one namespace, else
         ingress to its destination's (a policy selects pods in its own namespace only). The analyser weighs
         both ends' policies either way."""
@@ -85,7 +85,7 @@ class Flow:
             at, kind, rule = self.destination, "Ingress", {**rule, "from": [self.source.selector()]}
         assert at.namespace, f"flow {self.name}: one end must be pods of one namespace"
         return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                "metadata": {"name": "flow", "namespace": at.namespace},
+                "metadata": {"name": name, "namespace": at.namespace},
                 "spec": {"podSelector": {"matchLabels": dict(at.labels)}, "policyTypes": [kind],
                          kind.lower(): [rule]}}
 
@@ -102,27 +102,27 @@ DNS = (("UDP", 53), ("TCP", 53))
 
 def flows(plan: Plan, manifests: list[dict[str, Any]]) -> list[Flow]:
     """The table for a stack, from its Plan and what is rendered for it."""
-    from tenantry.deploy import gateway, redis
-    from tenantry.deploy.common import COMPONENT_LABEL, NODE_LOCAL_DNS_CIDR, TENANT_LABEL
+    from tenantry.deploy import gateway, postgres, redis
+    from tenantry.deploy.common import (COMPONENT_LABEL, KUBE_DNS_POD_LABELS, NODE_LOCAL_DNS_CIDR,
+                                        PROMETHEUS_POD_LABELS, TENANT_LABEL)
     from tenantry.deploy.endpoint_picker import PICKER_METRICS_PORT, PICKER_PORT, picker_name, picker_selector
     from tenantry.deploy.engine import PORT as ENGINE_PORT, engine_selector
     from tenantry.deploy.kv_routing import GATEWAY_NAME_LABEL, GATEWAY_PORT
     from tenantry.deploy.model_cache import CACHE_COMPONENT
-    from tenantry.deploy.postgres import CLUSTER_NAME
     from tenantry.pins import chart
 
     ns = plan.platform.namespace
     the_gateway = pods("gateway", ns, gateway.SELECTOR)
-    prometheus = pods("prometheus", chart("kube-prometheus-stack").namespace, {"app.kubernetes.io/name": "prometheus"})
-    dns = (pods("kube-dns", "kube-system", {"k8s-app": "kube-dns"}), Peer("nodelocal-dns", cidr=NODE_LOCAL_DNS_CIDR))
+    prometheus = pods("prometheus", chart("kube-prometheus-stack").namespace, PROMETHEUS_POD_LABELS)
+    dns = (pods("kube-dns", "kube-system", KUBE_DNS_POD_LABELS), Peer("nodelocal-dns", cidr=NODE_LOCAL_DNS_CIDR))
     internet = Peer("internet", cidr=INTERNET)
-    database, cache = pods("postgres", ns, {"cnpg.io/cluster": CLUSTER_NAME}), pods("redis", ns, redis.SELECTOR)
+    database, cache = pods("postgres", ns, {"cnpg.io/cluster": postgres.CLUSTER_NAME}), pods("redis", ns, redis.SELECTOR)
     every_tenant = Peer("every tenant", namespaces_with=TENANT_LABEL)
     table = [
-        Flow(the_gateway, database, (("TCP", 5432),), True, "keys, budgets and spend"),
+        Flow(the_gateway, database, (("TCP", postgres.PORT),), True, "keys, budgets and spend"),
         Flow(the_gateway, cache, (("TCP", redis.PORT),), True, "limits shared across replicas"),
         Flow(prometheus, the_gateway, (("TCP", gateway.PORT),), True, "the gateway's metrics"),
-        Flow(prometheus, database, (("TCP", 9187),), True, "the instances' exporter"),
+        Flow(prometheus, database, (("TCP", postgres.METRICS_PORT_NUMBER),), True, "the instances' exporter"),
         Flow(every_tenant, the_gateway, (("TCP", gateway.PORT),), True, "a tenant's one way in"),
         Flow(every_tenant, database, (), False, "the database is the gateway's"),
         Flow(every_tenant, cache, (), False, "Redis is the gateway's"),
@@ -165,6 +165,7 @@ def flows(plan: Plan, manifests: list[dict[str, Any]]) -> list[Flow]:
 def cluster(plan: Plan, manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Namespaces (labelled with their name, as the API server does) and the workloads the analyser needs: as
     rendered, a LeaderWorkerSet's pods as its controller makes them, and stand-ins for the pods others make."""
+    from tenantry.deploy.common import KUBE_DNS_POD_LABELS, PROMETHEUS_POD_LABELS
     from tenantry.deploy.engine import LWS_WORKER_INDEX_LABEL
     from tenantry.deploy.kv_routing import GATEWAY_NAME_LABEL
     from tenantry.deploy.postgres import CLUSTER_NAME
@@ -192,8 +193,8 @@ def cluster(plan: Plan, manifests: list[dict[str, Any]]) -> list[dict[str, Any]]
                 objects.append(pod(f"{names.group}-{replica}-{worker}", names.namespace, {
                     **template["workerTemplate"]["metadata"]["labels"], **common,
                     LWS_WORKER_INDEX_LABEL: str(worker)}, template["workerTemplate"]))
-    objects += [pod("coredns", "kube-system", {"k8s-app": "kube-dns"}),
-                pod("prometheus", chart("kube-prometheus-stack").namespace, {"app.kubernetes.io/name": "prometheus"}),
+    objects += [pod("coredns", "kube-system", KUBE_DNS_POD_LABELS),
+                pod("prometheus", chart("kube-prometheus-stack").namespace, PROMETHEUS_POD_LABELS),
                 pod(f"{CLUSTER_NAME}-1", plan.platform.namespace, {"cnpg.io/cluster": CLUSTER_NAME})]
     objects += [pod(f"{m['metadata']['name']}-istio", m["metadata"]["namespace"],
                     {GATEWAY_NAME_LABEL: m["metadata"]["name"]})
@@ -225,9 +226,8 @@ def analyse(plan: Plan, manifests: list[dict[str, Any]], table: list[Flow] | Non
         groups: dict[tuple[bool, str], list[dict[str, str]]] = {}
         for i, flow in enumerate(table):
             stated = root / f"flow-{i}.yaml"
-            policy = flow.stated()
-            stated.write_text(yaml.safe_dump({**policy, "metadata": {**policy["metadata"], "name": f"flow-{i}"}}),
-                              encoding="utf-8")
+            policy = flow.stated(f"flow-{i}")
+            stated.write_text(yaml.safe_dump(policy), encoding="utf-8")
             groups.setdefault((flow.must_pass, policy["spec"]["policyTypes"][0]), []).append(
                 {"name": str(i), "file": str(stated)})
         # One query per group of flows stated alike (must pass or not, egress or ingress), where a query per flow

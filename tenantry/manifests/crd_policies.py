@@ -78,24 +78,30 @@ def custom_resources_wait_for_their_crds(resources: list[Resource]) -> list[str]
     return violations
 
 
-READY_CONDITIONS = {("postgresql.cnpg.io", "Cluster"): "Ready", ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"):
-                    "Available", ("gateway.networking.k8s.io", "Gateway"): "Programmed"}
-"""The custom resources something waits for, and the status condition that says each is ready: CloudNativePG 1.30's
-ConditionClusterReady, LWS v0.10.0's LeaderWorkerSetAvailable, Gateway API's Programmed."""
+def ready_conditions() -> dict[tuple[str, str], str]:
+    """The custom resources something waits for, by API group and kind, and the status condition that says each is
+    ready, as the deploy modules name them."""
+    from tenantry.deploy.engine import LWS_READY_CONDITION
+    from tenantry.deploy.kv_routing import GATEWAY_READY_CONDITION
+    from tenantry.deploy.postgres import READY_CONDITION
+
+    return {("postgresql.cnpg.io", "Cluster"): READY_CONDITION,
+            ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): LWS_READY_CONDITION,
+            ("gateway.networking.k8s.io", "Gateway"): GATEWAY_READY_CONDITION}
 
 
 def custom_resources_are_awaited(resources: list[Resource]) -> list[str]:
-    """`pulumi up` waits for each custom resource in READY_CONDITIONS to be ready (pulumi-kubernetes creates a custom
+    """`pulumi up` waits for each custom resource of ready_conditions() to be ready (pulumi-kubernetes creates a custom
     resource without waiting unless its pulumi.com/waitFor annotation names a condition), within a timeout of its
     own, and the gateway's Deployment waits for the PostgreSQL Cluster and the engines' Gateways it calls: else
     LiteLLM starts against a database that does not answer yet and crash-loops through `pulumi up`'s wait."""
     from tenantry.deploy.common import TIMEOUT_ANNOTATION, WAIT_FOR_ANNOTATION
     from tenantry.deploy.gateway import NAME as GATEWAY
 
-    found, awaited = [], []
+    found, awaited, conditions = [], [], ready_conditions()
     for r in resources:
         group = str(r.props.get("apiVersion", "")).split("/")[0]
-        condition = READY_CONDITIONS.get((group, r.kind))
+        condition = conditions.get((group, r.kind))
         if condition is None or not r.type.startswith("kubernetes:"):
             continue
         annotations = r.metadata.get("annotations") or {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantry.deploy.common import DNS_EGRESS, gateway_egress
+from tenantry.deploy.common import DNS_EGRESS, PROMETHEUS_POD_LABELS, gateway_egress
 from tenantry.manifests.resources import (
     ENGINE_SELECTOR_KEY,
     ENGINE_WORKLOAD_KINDS,
@@ -155,7 +155,7 @@ def _allowed_engine_peer(peer: dict[str, Any], gateway_selector: dict[str, str],
         return pods == gateway_selector  # the gateway, in the engines' own namespace
     ns_labels = namespaces.get("matchLabels") or {}
     return (ns_labels == {"kubernetes.io/metadata.name": monitoring_namespace} and not namespaces.get("matchExpressions")
-            and pods == {"app.kubernetes.io/name": "prometheus"})
+            and pods == PROMETHEUS_POD_LABELS)
 
 
 def containers_have_requests_and_limits(resources: list[Resource]) -> list[str]:
