@@ -53,6 +53,11 @@ OPEN_ROUTES = (LIVENESS_PATH, READINESS_PATH)
 liveness answers "I'm alive!", its readiness the status of the process and its database)."""
 
 
+METRICS_CACHE_SECONDS = 1.0
+"""How long the tenant-policy plugin acts on an engine's load without asking again: a burst of requests costs one
+scrape, and spot, which may run only on capacity idle now, is never judged on a state older than this."""
+METRICS_TIMEOUT_SECONDS = 1.0
+"""The plugin's bound on one scrape: past it the load is unknown (spot paused, best-effort on slot counts)."""
 REQUEST_TIMEOUT_SECONDS = 600
 """LiteLLM's timeout for one call to an engine; a kv-aware engine's HTTPRoute holds a request as long."""
 
@@ -128,7 +133,8 @@ def tenant_policy_settings(
     the replicas). Every key is written, even when None: the plugin requires
     them all, so every default is decided here."""
     return {
-        "metrics": {"cache_seconds": 1.0, "timeout_seconds": 1.0, "prometheus_url": prometheus_url},
+        "metrics": {"cache_seconds": METRICS_CACHE_SECONDS, "timeout_seconds": METRICS_TIMEOUT_SECONDS,
+                    "prometheus_url": prometheus_url},
         "tenants": {
             t.name: {
                 "tier": t.tier,

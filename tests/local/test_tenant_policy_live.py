@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from tenantry.configs.litellm import METRICS_CACHE_SECONDS
 from tenantry.gateway import tenant_policy as tp
 from tenantry.stacks import plan_stack
 from tests.local.conftest import SPEC, gateway_metric, stream_text
@@ -153,15 +154,28 @@ def _warm(stack, *tenants_on_replicas: tuple[str, int]) -> None:
             assert answer.status_code == 200, answer.text
 
 
+def _past_the_metrics_cache() -> None:
+    """Called once the engine is full: every load the gateway fetched before (the warm-up's, an earlier test's)
+    is then older than the plugin's cache, so spot's next request waits for a scrape of the full engine. Spot is
+    judged on a state up to METRICS_CACHE_SECONDS old by design; a probe sent sooner (CI, a fresh clone of
+    e6d6dc6: the engine filled in under a second after the warm-up) was admitted on the idle engine's state and
+    waited on the paused engine until the client's timeout."""
+    time.sleep(METRICS_CACHE_SECONDS)
+
+
 def _until_spot_is_shed_as_saturated(stack, replica: int, deadline: float) -> None:
     """Ask as the spot tenant until the gateway replica sheds it for the engine's
     queue. Spot is judged on a scrape made as it asks; a saturated engine's
     /metrics may not answer within the plugin's timeout, and spot is then shed
     as "load unknown" instead: ask again until the replica has seen the queue."""
+    _past_the_metrics_cache()
     with stack.client("initech", replica=replica) as initech:
         while True:
-            answer = initech.post("/v1/chat/completions", json={
-                "model": "tiny", "messages": [{"role": "user", "content": "probe"}], "max_tokens": 1})
+            try:
+                answer = initech.post("/v1/chat/completions", json={
+                    "model": "tiny", "messages": [{"role": "user", "content": "probe"}], "max_tokens": 1})
+            except httpx.ReadTimeout:  # a shed answers at once; an admitted probe waits on the paused engine
+                raise AssertionError("spot admitted on a saturated engine: no answer while it is paused") from None
             assert answer.status_code == 429, f"spot admitted on a saturated engine: {answer.text}"
             if answer.headers.get(tp.SHED_HEADER) == "saturated":
                 return

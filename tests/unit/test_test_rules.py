@@ -15,6 +15,8 @@ WAITS_THAT_ARE_THE_EFFECT = {
         "the idle time is what the keep-alive test measures the server against",
     ("local/test_tenant_policy_live.py", "test_unknown_engine_load_pauses_spot_but_never_guaranteed"):
         "the Plan's metrics_max_age_seconds must pass for the stopped engine's last sample to be stale",
+    ("local/test_tenant_policy_live.py", "_past_the_metrics_cache"):
+        "the plugin's metrics cache lifetime, a setting: past it, no load fetched before the engine filled is used",
     ("local/test_showback_live.py", "test_showback_spend_per_tenant_is_the_sum_of_the_answers_priced_at_the_plans_prices"):
         "`--since` counts whole seconds: the first request must fall a second after the period's start",
     ("local/test_alerts_live.py", "budget_warning"):
