@@ -16,9 +16,9 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-from tenantry.plan.model import Plan
+from tenantry.plan.model import EnginePlan, Plan
 from tenantry.spec.fields import WINDOW_PATTERN
 
 NO_TEAM = "(no team)"
@@ -147,8 +147,11 @@ class TenantTotal:
 class EngineBill:
     engine: str
     usd_per_hour: float
+    """The engine's floor of replicas, per hour (the Plan's)."""
+    replica_hours: float
+    """Replicas that ran, times hours: the floor throughout, or what Prometheus saw an autoscaled engine run."""
     bill_usd: float
-    """usd_per_hour (all replicas) times the period's hours."""
+    """Each replica-hour at the Plan's price of one replica's GPUs."""
     plan_usd: float
     """The tokens it served at the Plan's prices: the GPU time they took at full throughput, priced."""
 
@@ -185,17 +188,27 @@ class Showback:
         }
 
 
-def showback(plan: Plan, period: Period, records: SpendRecords) -> Showback:
+def showback(plan: Plan, period: Period, records: SpendRecords,
+             replica_hours: dict[str, float] | None = None) -> Showback:
     """Spend per tenant and engine, each row checked against the Plan's prices; each engine's GPU bill
-    (its usd_per_hour over the period) split among its tenants by the GPU time their tokens took
-    (their tokens at the Plan's prices); budget used within each tenant's current window."""
+    (the replica-hours it ran, priced) split among its tenants by the GPU time their tokens took
+    (their tokens at the Plan's prices); budget used within each tenant's current window.
+    `replica_hours`, by engine, is what an autoscaled engine ran (read_replica_hours); an engine not in it
+    is billed on its floor of replicas throughout, with a warning if it is autoscaled."""
     prices = model_prices(plan)
     warnings = _unknown(plan, prices, records)
+    measured = replica_hours or {}
+    warnings += [f"engine {e.name} is autoscaled ({e.replicas} to {e.autoscaling.max_replicas} replicas) and billed "
+                 f"on its floor of {e.replicas}: the replicas the autoscaler added are not counted (give "
+                 "--prometheus URL)" for e in plan.engines if e.autoscaling and e.name not in measured]
     used = _sum_by_engine(records.period, prices)
     in_window = {key: group.spend_usd for key, group in _sum_by_engine(records.budget_window, prices).items()}
-    bills = {e.name: EngineBill(engine=e.name, usd_per_hour=e.tokens.usd_per_hour,
-                                bill_usd=e.tokens.usd_per_hour * period.hours,
-                                plan_usd=_plan_usd(used, prices, e.name)) for e in plan.engines}
+    bills = {}
+    for e in plan.engines:
+        ran = measured.get(e.name, e.replicas * period.hours)
+        bills[e.name] = EngineBill(engine=e.name, usd_per_hour=e.tokens.usd_per_hour, replica_hours=ran,
+                                   bill_usd=e.tokens.usd_per_hour / e.replicas * ran,
+                                   plan_usd=_plan_usd(used, prices, e.name))
     tenants = {t.name: t for t in plan.tenants}
     rows = []
     for tenant, engine in sorted(set(used) | set(in_window)):
@@ -311,6 +324,44 @@ def read_spend(database_url: str, plan: Plan, period: Period) -> SpendRecords:
         raise ShowbackError(f"the spend records could not be read from {_redacted(database_url)}: "
                             f"{str(error).strip().splitlines()[0]}") from None
     return SpendRecords(period=used, budget_window=in_window)
+
+
+REPLICA_STEP_SECONDS = 60
+"""How often over the period the replicas are counted (Prometheus's subquery step): a replica that ran for less
+than a step between two counts may be missed, one that stopped within a step counted to its end."""
+
+
+def replica_hours_query(engine: EnginePlan, period: Period) -> str:
+    """PromQL for the replica-hours an autoscaled engine ran over the period, evaluated at its end: vLLM's
+    series counted at each step (one per serving replica), never fewer than the floor (its GPUs are held,
+    serving or not, and a step where no replica reported is the floor's), averaged, times the hours."""
+    count = f'count(vllm:num_requests_running{{model_name="{engine.name}"}})'
+    at_least_floor = f"(clamp_min({count}, {engine.replicas}) or vector({engine.replicas}))"
+    seconds = max(int(round((period.end - period.start).total_seconds())), REPLICA_STEP_SECONDS)
+    return f"avg_over_time({at_least_floor}[{seconds}s:{REPLICA_STEP_SECONDS}s]) * {period.hours!r}"
+
+
+def read_replica_hours(prometheus_url: str, plan: Plan, period: Period) -> dict[str, float]:
+    """The replica-hours each autoscaled engine ran over the period, from Prometheus (engines of fixed size ran
+    their replicas throughout: they are not asked for)."""
+    import httpx
+
+    found = {}
+    for engine in (e for e in plan.engines if e.autoscaling):
+        query = replica_hours_query(engine, period)
+        try:
+            answer = httpx.get(f"{prometheus_url.rstrip('/')}/api/v1/query", timeout=30,
+                               params={"query": query, "time": f"{period.end.replace(tzinfo=UTC).timestamp():.3f}"})
+            answer.raise_for_status()
+            result = answer.json()["data"]["result"]
+        except (httpx.HTTPError, ValueError, KeyError) as error:
+            raise ShowbackError(f"the replicas engine {engine.name} ran could not be read from {prometheus_url}: "
+                                f"{error}") from None
+        if not result:
+            raise ShowbackError(f"Prometheus at {prometheus_url} has no answer for engine {engine.name}'s "
+                                f"replicas over the period: {query}")
+        found[engine.name] = float(result[0]["value"][1])
+    return found
 
 
 def _window_start(ends: datetime, litellm_duration: str | None, plan_window: str | None) -> datetime | None:

@@ -6,9 +6,10 @@ out, spend in USD as LiteLLM recorded it, the share of the GPU bill and the
 budget used. Each row's spend is recomputed from its tokens at the Plan's
 per-token prices; a row that disagrees beyond rounding is flagged.
 
-Share of the GPU bill: each engine's GPU cost over the period (the Plan's
-usd_per_hour for all its replicas, times the hours of --since, as if it ran
-throughout) split among the tenants it served by the GPU time their tokens
+Share of the GPU bill: each engine's GPU cost over the period (the replicas
+it ran, times the hours of --since, at the Plan's price of a replica: its
+floor of replicas throughout, or for an autoscaled engine what Prometheus saw
+it run, with --prometheus) split among the tenants it served by the GPU time their tokens
 took, which is their tokens at the Plan's prices (a token's price is the GPU
 cost of serving it at full throughput); idle time is split the same way.
 Utilisation is the tokens served at the Plan's prices over the bill.
@@ -58,13 +59,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     showback.add_argument("--database-url", metavar="URL",
                           help="LiteLLM's PostgreSQL (postgresql://USER:PASSWORD@HOST:PORT/DB; PGPASSWORD works "
                           "too) instead of the local stack's")
+    showback.add_argument("--prometheus", metavar="URL",
+                          help="a Prometheus that scrapes the engines (http://HOST:9090): an autoscaled engine is "
+                          "billed for the replicas it ran, counted there, instead of its floor")
     showback.add_argument("--dir", metavar="DIR", help="the local stack's state directory (default .local)")
     showback.add_argument("--port-base", type=int, metavar="PORT", help="the local stack's first port")
     showback.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tenantry.showback import Period, ShowbackError, before, read_spend, showback
+    from tenantry.showback import Period, ShowbackError, before, read_replica_hours, read_spend, showback
     from tenantry.stacks import plan_stack, stack_path
 
     end = datetime.now(UTC).replace(tzinfo=None)  # LiteLLM writes UTC without a zone
@@ -75,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as error:
             raise ShowbackError(f"--since {error}") from None
         database_url = args.database_url or _local_database_url(args, stack_path(args.stack))
-        report = showback(plan, period, read_spend(database_url, plan, period))
+        replica_hours = read_replica_hours(args.prometheus, plan, period) if args.prometheus else None
+        report = showback(plan, period, read_spend(database_url, plan, period), replica_hours)
     except SpecError as error:
         print_spec_error(error, args.format == "json")
         return EXIT_INVALID_SPEC
@@ -148,10 +153,11 @@ def print_table(report: Showback, console: Console | None = None) -> None:
         tenants.add_row(t.tenant, t.tier, budget, f"{t.requests:,}", f"{t.prompt_tokens:,}", f"{t.completion_tokens:,}",
                         _usd(t.spend_usd), _usd(t.gpu_bill_usd), _share(t.budget_used))
     console.print(tenants)
-    engines = _table("Per engine", "engine", "USD per hour", "GPU bill USD", "tokens at Plan prices USD",
-                     "utilisation", left=1)
+    engines = _table("Per engine", "engine", "USD per hour", "replica-hours", "GPU bill USD",
+                     "tokens at Plan prices USD", "utilisation", left=1)
     for e in report.engines:
-        engines.add_row(e.engine, _usd(e.usd_per_hour), _usd(e.bill_usd), _usd(e.plan_usd), _share(e.utilisation))
+        engines.add_row(e.engine, _usd(e.usd_per_hour), f"{e.replica_hours:,.2f}", _usd(e.bill_usd), _usd(e.plan_usd),
+                        _share(e.utilisation))
     console.print(engines)
     for warning in report.warnings:
         console.print(Text(f"⚠ {warning}", style="yellow"), soft_wrap=True)

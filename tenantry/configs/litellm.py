@@ -152,7 +152,7 @@ def tenant_policy_settings(
         },
         "engines": {
             e.name: {
-                "replicas": e.replicas,
+                "replicas": e.replicas, "max_replicas": e.most_replicas, "max_num_seqs": e.kv.max_num_seqs,
                 "shared_slots": e.slots.shared,
                 "reserved": {r.tenant: r.slots for r in e.slots.reserved},
                 "tier_slots": {tier: cap for tier, cap in (("best-effort", e.slots.best_effort_max),

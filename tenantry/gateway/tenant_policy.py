@@ -218,7 +218,7 @@ class TenantPolicy(CustomLogger):
             while True:
                 counts, others_recent = await self.ledger.counts(*sets, others_mark=others_mark, others_key=others_key)
                 others_mark = None  # once per request, not once per poll at the concurrency limit
-                decision = await self._decide(name, tenant, engine, spec, counts, others_recent, tier_cap)
+                decision, shared_slots = await self._decide(name, tenant, engine, spec, counts, others_recent, tier_cap)
                 if not decision.admit:
                     if decision.reason == "concurrency" and self._may_wait(name, tenant, wait_until, waiting):
                         if not waiting:
@@ -227,7 +227,7 @@ class TenantPolicy(CustomLogger):
                         await asyncio.sleep(CONCURRENCY_POLL_SECONDS)
                         continue
                     return decision, {}
-                slot = (sets[1], spec.reserved.get(name, 0)) if decision.slot == "reserved" else (sets[2], spec.shared_slots)
+                slot = (sets[1], spec.reserved.get(name, 0)) if decision.slot == "reserved" else (sets[2], shared_slots)
                 held = {sets[0]: tenant.max_concurrency, slot[0]: slot[1]}
                 if tier_cap is not None and decision.slot == "shared":
                     held[sets[3]] = tier_cap
@@ -245,21 +245,25 @@ class TenantPolicy(CustomLogger):
                 self._waiting_at_limit[name] -= 1
 
     async def _decide(self, name: str, tenant: TenantSettings, engine: str, spec: EngineSettings,
-                      counts: list[int], others_recent: bool, tier_cap: int | None) -> Decision:
+                      counts: list[int], others_recent: bool, tier_cap: int | None) -> tuple[Decision, int]:
+        """The decision, and the unreserved slots it counted: on the replicas the engine's fresh load reports
+        (an autoscaled engine's added replicas bring theirs), on the Plan's floor when the load is unknown."""
         tenant_n, reserved_n, shared_n, *tier_n = counts
         state = None if tenant.tier == "spot" and others_recent else await self.metrics.state(
             engine, wait_if_older_than=self._acceptable_age(tenant.tier))
         now = time.time()
-        if not (tenant.tier == "spot" and others_recent) and not (
-                state is not None and state.fresh(self.settings.admission.metrics_max_age_seconds, now)):
+        fresh = state is not None and state.fresh(self.settings.admission.metrics_max_age_seconds, now)
+        if not (tenant.tier == "spot" and others_recent) and not fresh:
             FAILSAFE.labels(engine=engine, tier=tenant.tier, cause="metrics").inc()
+        replicas = spec.live_replicas(state.replicas if fresh else None)
+        shared_slots = spec.shared_slots_on(replicas)
         return decide(
             tenant=name, tier=tenant.tier, engine=engine, max_concurrency=tenant.max_concurrency,
             tenant_in_flight=tenant_n, reserved_slots=spec.reserved.get(name, 0), reserved_in_flight=reserved_n,
-            shared_slots=spec.shared_slots, shared_in_flight=shared_n, state=state,
-            admission=self.settings.admission, replicas=spec.replicas, now=now, others_recent=others_recent,
+            shared_slots=shared_slots, shared_in_flight=shared_n, state=state,
+            admission=self.settings.admission, replicas=replicas, now=now, others_recent=others_recent,
             tier_slots=tier_cap, tier_in_flight=tier_n[0] if tier_n else 0,
-        )
+        ), shared_slots
 
     def _may_wait(self, name: str, tenant: TenantSettings, wait_until: float, waiting: bool) -> bool:
         """At most one waiter per slot of the tenant's limit: a client holding

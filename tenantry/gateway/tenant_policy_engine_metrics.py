@@ -29,6 +29,8 @@ class EngineState:
     running: float
     waiting: float
     kv_usage: float
+    replicas: int
+    """How many of the engine's replicas reported: under an autoscaler, more than the Plan's floor."""
     sampled_at: float
     """When the engine reported these figures: the sample's own timestamp in
     Prometheus, the scrape's start when its /metrics is read directly."""
@@ -94,16 +96,16 @@ class EngineMetrics:
 
     async def _refresh(self, engine: str) -> EngineState | None:
         try:
-            running, waiting, kv, sampled_at = await self._fetch(engine)
+            running, waiting, kv, replicas, sampled_at = await self._fetch(engine)
         except (httpx.HTTPError, OSError, ValueError, KeyError, IndexError) as error:
             log.warning("tenantry: metrics for engine %s unavailable: %s", engine, error)
             return self._states.get(engine)  # the last known state; `decide` treats it as stale once too old
-        state = self._states[engine] = EngineState(running=running, waiting=waiting, kv_usage=kv,
+        state = self._states[engine] = EngineState(running=running, waiting=waiting, kv_usage=kv, replicas=replicas,
                                                    sampled_at=sampled_at, fetched_at=time.time())
         return state
 
-    async def _fetch(self, engine: str) -> tuple[float, float, float, float]:
-        """(running, waiting, KV usage, when they were sampled)."""
+    async def _fetch(self, engine: str) -> tuple[float, float, float, int, float]:
+        """(running, waiting, KV usage, replicas reporting, when they were sampled)."""
         prometheus_url = self.settings.metrics.prometheus_url
         if prometheus_url is not None:
             return await self._fetch_from_prometheus(prometheus_url, engine)
@@ -117,15 +119,17 @@ class EngineMetrics:
             answer.raise_for_status()
             r, w, k = parse_vllm_metrics(answer.text, engine)
             running, waiting, kv = running + r, waiting + w, max(kv, k)
-        return running, waiting, kv, sampled_at
+        return running, waiting, kv, len(urls), sampled_at
 
-    async def _fetch_from_prometheus(self, prometheus_url: str, engine: str) -> tuple[float, float, float, float]:
-        """The load summed over the replicas, and the oldest replica's sample time.
+    async def _fetch_from_prometheus(self, prometheus_url: str, engine: str) -> tuple[float, float, float, int, float]:
+        """The load summed over the replicas, how many replicas report it (one series each: what KEDA has added
+        shows here as it starts serving), and the oldest replica's sample time.
         An instant query's [time, value] carries the evaluation time, not the
         sample's, and a series stays in its answers for Prometheus's lookback
         after its last scrape: the sample's age comes from `timestamp()`."""
         selector = f'{{model_name="{engine}"}}'
         queries = [f'{"max" if metric.endswith("perc") else "sum"}({metric}{selector})' for metric in _SERIES]
+        queries.append(f"count({_SERIES[0]}{selector})")
         queries.append(f"min(timestamp({_SERIES[0]}{selector}))")
         values = []
         for query in queries:
@@ -135,4 +139,4 @@ class EngineMetrics:
             if not result:
                 raise MissingSeries(f"Prometheus has no series for {query}")
             values.append(float(result[0]["value"][1]))
-        return values[0], values[1], values[2], values[3]
+        return values[0], values[1], values[2], int(values[3]), values[4]

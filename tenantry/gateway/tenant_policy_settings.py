@@ -56,7 +56,13 @@ PICKER_HEADERS = frozenset({OBJECTIVE_HEADER, FAIRNESS_HEADER, "x-gateway-infere
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
     replicas: int
+    """The replicas the Plan's slots were counted on: the engine's floor, under an autoscaler too."""
+    max_replicas: int
+    """The autoscaler's ceiling (`replicas` for an engine that does not scale)."""
+    max_num_seqs: int
+    """Sequences one replica runs at once."""
     shared_slots: int
+    """Unreserved slots on `replicas` replicas; each replica the autoscaler adds brings max_num_seqs more."""
     reserved: dict[str, int]
     """Slots the Plan reserved on the engine, by tenant."""
     tier_slots: dict[str, int]
@@ -69,6 +75,17 @@ class EngineSettings:
     objectives: dict[str, str]
     """By tier, the InferenceObjective the endpoint picker of a kv-aware engine reads for the tier's requests
     (tenantry/plan/routing.py); empty for an engine behind its Service."""
+
+    def live_replicas(self, reported: int | None) -> int:
+        """The replicas admission counts slots on: those the engine's fresh metrics report, never fewer than the
+        floor (the reserved slots live there, and a replica restarting is still the Plan's) nor more than the
+        ceiling; the floor when the load is unknown or stale."""
+        return self.replicas if reported is None else min(max(reported, self.replicas), self.max_replicas)
+
+    def shared_slots_on(self, replicas: int) -> int:
+        """Unreserved slots with `replicas` running: the Plan's, and every slot of a replica beyond the floor
+        (the Plan reserves on the floor alone, so whatever the autoscaler adds is shared)."""
+        return self.shared_slots + (replicas - self.replicas) * self.max_num_seqs
 
     def routed_headers(self, headers: dict | None, tenant: str, tier: str) -> dict:
         """The request's headers as the engine receives them: to a kv-aware engine's picker, the tier's objective

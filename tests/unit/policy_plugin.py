@@ -80,9 +80,10 @@ def failsafe(engine: str, tier: str, cause: str) -> float:
     return plugin.FAILSAFE.labels(engine=engine, tier=tier, cause=cause)._value.get()
 
 
-def seen(running, waiting, kv_usage, *, at):  # noqa: ANN001, ANN201
+def seen(running, waiting, kv_usage, *, at, replicas=1):  # noqa: ANN001, ANN201
     """An engine state sampled, and fetched, at `at`."""
-    return engine_metrics.EngineState(running=running, waiting=waiting, kv_usage=kv_usage, sampled_at=at, fetched_at=at)
+    return engine_metrics.EngineState(running=running, waiting=waiting, kv_usage=kv_usage, replicas=replicas,
+                                      sampled_at=at, fetched_at=at)
 
 
 def release_once_full_and_ask(policy, admitted: list[dict]) -> dict:  # noqa: ANN001 - the plugin's instance
@@ -95,7 +96,7 @@ def release_once_full_and_ask(policy, admitted: list[dict]) -> dict:  # noqa: AN
 
         async def decide(*args, **kwargs):
             made = await real_decide(*args, **kwargs)
-            if made.reason == "concurrency":
+            if made[0].reason == "concurrency":
                 found_full.set()
             return made
 

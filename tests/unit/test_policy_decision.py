@@ -11,7 +11,7 @@ ADMISSION = settings.AdmissionSettings(
     shed_spot_at_kv_usage=0.8, shed_best_effort_at_kv_usage=0.92, shed_spot_at_waiting=1, shed_best_effort_at_waiting=4,
     metrics_max_age_seconds=10, wait_at_concurrency_limit_seconds=0.25, spot_pause_after_others_seconds=7.5)
 NOW = 1_000_000.0
-IDLE = engine_metrics.EngineState(running=1, waiting=0, kv_usage=0.1, sampled_at=NOW, fetched_at=NOW)
+IDLE = engine_metrics.EngineState(running=1, waiting=0, kv_usage=0.1, replicas=1, sampled_at=NOW, fetched_at=NOW)
 
 
 def decide(tier="best-effort", *, state=IDLE, tenant_in_flight=0, max_concurrency=4, reserved_slots=0,
@@ -25,10 +25,10 @@ def decide(tier="best-effort", *, state=IDLE, tenant_in_flight=0, max_concurrenc
 
 
 def saturated(waiting=5, kv=0.5):
-    return engine_metrics.EngineState(running=8, waiting=waiting, kv_usage=kv, sampled_at=NOW, fetched_at=NOW)
+    return engine_metrics.EngineState(running=8, waiting=waiting, kv_usage=kv, replicas=1, sampled_at=NOW, fetched_at=NOW)
 
 
-STALE = engine_metrics.EngineState(running=0, waiting=0, kv_usage=0, sampled_at=NOW - 60, fetched_at=NOW)
+STALE = engine_metrics.EngineState(running=0, waiting=0, kv_usage=0, replicas=1, sampled_at=NOW - 60, fetched_at=NOW)
 
 
 @pytest.mark.parametrize("tier", ["guaranteed", "best-effort", "spot"])

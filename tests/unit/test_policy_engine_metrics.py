@@ -34,7 +34,7 @@ def test_a_request_never_waits_for_a_slow_scrape_once_a_state_is_known():
     async def slow_fetch(engine):  # a busy engine's /metrics, answering when the test says so
         scrapes.append(engine)
         await answer.wait()
-        return 7.0, 3.0, 0.5, time.time()
+        return 7.0, 3.0, 0.5, 1, time.time()
 
     metrics._fetch = slow_fetch
 
@@ -46,7 +46,7 @@ def test_a_request_never_waits_for_a_slow_scrape_once_a_state_is_known():
         assert (await first).waiting == 3.0
         answer.clear()
         expired = time.time() - 5
-        metrics._states["tiny"] = engine_metrics.EngineState(running=1.0, waiting=0.0, kv_usage=0.1,
+        metrics._states["tiny"] = engine_metrics.EngineState(running=1.0, waiting=0.0, kv_usage=0.1, replicas=1,
                                                              sampled_at=expired, fetched_at=expired)
         # Returns the last known state at once (a hang here would be the bug), and starts one refresh.
         stale = await asyncio.wait_for(metrics.state("tiny"), timeout=30)
@@ -89,14 +89,16 @@ def test_on_kubernetes_the_load_comes_from_prometheus_summed_over_replicas():
 
     def answer(query):  # noqa: ANN001, ANN202
         queries.append(query)
-        value = {"sum": "5", "max": "0.5", "min": str(sampled)}[query.split("(")[0]]
+        value = {"sum": "5", "max": "0.5", "count": "3", "min": str(sampled)}[query.split("(")[0]]
         return [{"metric": {}, "value": [time.time(), value]}]
 
     state = run(on_prometheus(answer).state("tiny"))
-    assert (state.running, state.waiting, state.kv_usage, state.sampled_at) == (5.0, 5.0, 0.5, sampled)
+    assert (state.running, state.waiting, state.kv_usage, state.replicas, state.sampled_at) == (5.0, 5.0, 0.5, 3,
+                                                                                                  sampled)
     assert queries == ['sum(vllm:num_requests_running{model_name="tiny"})',
                        'sum(vllm:num_requests_waiting{model_name="tiny"})',
                        'max(vllm:kv_cache_usage_perc{model_name="tiny"})',
+                       'count(vllm:num_requests_running{model_name="tiny"})',
                        'min(timestamp(vllm:num_requests_running{model_name="tiny"}))']
 
 
@@ -137,4 +139,5 @@ def test_a_direct_scrape_is_as_old_as_the_scrape():
     before = time.time()
     state = run(on_local_metrics(text).state("tiny"))
     assert state.running == 2.0  # one running request on each of two replicas
+    assert state.replicas == 2
     assert before <= state.sampled_at <= state.fetched_at <= time.time()

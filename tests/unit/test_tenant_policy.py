@@ -322,7 +322,7 @@ def test_an_engine_idle_for_a_while_is_scraped_again_before_spot_is_judged(polic
 
     async def fetch(engine):
         scrapes.append(engine)
-        return 0.0, 0.0, 0.0, time.time()
+        return 0.0, 0.0, 0.0, 1, time.time()
 
     policy.metrics._fetch = fetch
     assert run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
@@ -334,7 +334,7 @@ def test_spot_is_judged_on_the_engines_load_now_best_effort_on_a_recent_one(poli
     policy.metrics._states["tiny"] = seen(0, 0, 0.0, at=time.time() - 3)  # idle a moment ago
 
     async def busy_now(engine):
-        return 8.0, 6.0, 0.5, time.time()
+        return 8.0, 6.0, 0.5, 1, time.time()
 
     policy.metrics._fetch = busy_now
     assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
@@ -367,7 +367,7 @@ def test_a_guaranteed_request_never_waits_for_a_scrape_however_old_the_state(pol
 
     async def unanswered(engine):  # a busy engine's /metrics, answering only when the test says so
         await answer.wait()
-        return 0.0, 0.0, 0.0, time.time()
+        return 0.0, 0.0, 0.0, 1, time.time()
 
     policy.metrics._fetch = unanswered
     try:
