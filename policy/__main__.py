@@ -80,6 +80,9 @@ PolicyPack(
         _stack_rule("custom-resources-awaited", "pulumi up waits for the PostgreSQL Cluster, each LeaderWorkerSet and "
                     "each Gateway to be ready, and the gateway waits for the database and the Gateways it calls.",
                     crd_policies.custom_resources_are_awaited),
+        _stack_rule("chart-crds-upgraded", "A chart whose CRDs Helm would install once and never upgrade has them "
+                    "applied by Pulumi (LWS) or upgraded by the chart's own hook (kube-prometheus-stack, GPU Operator).",
+                    crd_policies.chart_crds_are_upgraded),
         _stack_rule("engine-volumes-hold-checkpoint", "An engine's weights cache claim holds the checkpoint "
                     "fetched (bf16 when quantised on load).",
                     _against_the_plan(engine_policies.engine_volumes_hold_their_checkpoint)),

@@ -40,9 +40,25 @@ IMAGES: dict[str, str] = {
     # llm-d's endpoint picker for kv-aware engines: the image llm-d-router v0.10.0's release publishes
     # (hack/push-chart.sh sets it in the published chart; the chart's source says `main`).
     "llm-d-epp": "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
+    # kube-prometheus-stack's CRD upgrade Job (crds.upgradeJob, charts/crds/templates/upgrade/job.yaml at chart
+    # 88.5.3): busybox unpacks the CRDs (the chart's default tag is latest), kubectl applies them server-side (its
+    # default tag is the cluster's version). kubectl 1.35 is within one minor of every Kubernetes the pins support
+    # (supported_kubernetes(), 1.34-1.36): the skew kubectl supports.
+    "busybox": "docker.io/busybox:1.37.0",
+    "kubectl": "registry.k8s.io/kubectl:v1.35.0",
 }
 
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def chart_image_values(image: str) -> dict[str, str]:
+    """A pinned image as Helm charts' image values spell it: registry, repository, tag (and sha, the digest's hex,
+    when the pin carries one)."""
+    name, _, digest = image.partition("@")
+    registry, _, rest = name.partition("/")
+    repository, _, tag = rest.rpartition(":")
+    return {"registry": registry, "repository": repository, "tag": tag,
+            "sha": digest.removeprefix("sha256:") if digest else ""}
 
 
 def image_pin_problem(image: str) -> str | None:
@@ -99,6 +115,12 @@ class Chart:
     def oci(self) -> bool:
         """Published as an OCI artifact: Helm names it by its reference, with no repository index to read."""
         return self.repository.startswith("oci://")
+
+    def crds(self) -> list[dict[str, Any]]:
+        """The CustomResourceDefinitions kept from the pinned release (charts/<name>/crds), as it ships them: every
+        one of a chart whose CRDs tenantry applies itself (lws), the kinds tenantry renders of the others."""
+        return [yaml.safe_load(path.read_text(encoding="utf-8"))
+                for path in sorted((CHARTS_DIR / self.name / "crds").glob("*.yaml"))]
 
     def release_source(self) -> dict[str, Any]:
         """A Helm Release's chart and repository arguments for this pin."""

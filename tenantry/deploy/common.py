@@ -144,9 +144,11 @@ def chart_namespace(resource_name: str, pin: Chart, pod_security_level: str, par
 
 
 def pinned_release(
-    resource_name: str, pin: Chart, values: dict[str, Any], parent: pulumi.Resource, depends_on: list[pulumi.Resource]
+    resource_name: str, pin: Chart, values: dict[str, Any], parent: pulumi.Resource, depends_on: list[pulumi.Resource],
+    skip_crds: bool = False,
 ) -> k8s.helm.v3.Release:
-    """A Helm release of a chart exactly as charts/<name>/chart.yaml pins it."""
+    """A Helm release of a chart exactly as charts/<name>/chart.yaml pins it; with `skip_crds`, Helm leaves the
+    chart's crds/ to applied_chart_crds."""
     return k8s.helm.v3.Release(
         resource_name,
         name=pin.name,
@@ -154,8 +156,29 @@ def pinned_release(
         version=pin.version,
         namespace=pin.namespace,
         values=values,
+        skip_crds=skip_crds,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on),
     )
+
+
+CRD_TAKEOVER_ANNOTATIONS = {"pulumi.com/patchForce": "true"}
+"""On a CRD Pulumi applies: a cluster where Helm installed it first (an earlier tenantry, or by hand) hands its
+fields over to Pulumi's server-side apply instead of failing on the conflict."""
+
+
+def applied_chart_crds(resource_prefix: str, pin: Chart, parent: pulumi.Resource
+                       ) -> list[k8s.apiextensions.v1.CustomResourceDefinition]:
+    """The chart's CRDs as its pinned release ships them (charts/<name>/crds), applied by Pulumi: Helm installs a
+    chart's crds/ on the first install only and never upgrades them, so a new pin would run a new controller on
+    the old schema. Its release is installed with skip_crds and after these."""
+    crds = []
+    for crd in pin.crds():
+        metadata = {**crd["metadata"], "annotations": {**(crd["metadata"].get("annotations") or {}),
+                                                       **CRD_TAKEOVER_ANNOTATIONS}}
+        crds.append(k8s.apiextensions.v1.CustomResourceDefinition(
+            f"{resource_prefix}-{metadata['name']}", metadata=metadata, spec=crd["spec"],
+            opts=pulumi.ResourceOptions(parent=parent)))
+    return crds
 
 
 def spread_across_nodes(selector: dict[str, str]) -> dict[str, Any]:

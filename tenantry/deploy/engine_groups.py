@@ -1,5 +1,7 @@
 """Engines whose replicas span nodes run as LeaderWorkerSet groups: the controller comes from its pinned chart
-(charts/lws), installed only for a stack with such an engine (placement.pipeline_parallel above 1)."""
+(charts/lws), installed only for a stack with such an engine (placement.pipeline_parallel above 1). Its CRDs are
+applied by Pulumi from the pinned release's files (charts/lws/crds), not by Helm, which installs a chart's crds/
+once and never upgrades them: a new pin then changes the CRDs on the next `pulumi up`."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from tenantry.deploy.common import chart_namespace, pinned_release
+from tenantry.deploy.common import applied_chart_crds, chart_namespace, pinned_release
 from tenantry.pins import chart
 from tenantry.plan.model import Plan
 
@@ -28,5 +30,6 @@ class EngineGroups(pulumi.ComponentResource):
             pin = chart(LWS)
             # Its controller meets the restricted profile with the seccomp profile charts/lws/values.yaml adds.
             namespace = chart_namespace(f"{name}-namespace", pin, "restricted", self)
-            self.release = pinned_release(f"{name}-lws", pin, pin.values, self, [namespace])
+            crds = applied_chart_crds(f"{name}-crd", pin, self)
+            self.release = pinned_release(f"{name}-lws", pin, pin.values, self, [namespace, *crds], skip_crds=True)
         self.register_outputs({"engines": across_nodes})

@@ -22,7 +22,7 @@ from tenantry.deploy.common import POOL_LABEL, chart_namespace, labels, pinned_r
 from tenantry.configs.node_registration import MIG_CONFIG_LABEL
 from tenantry.deploy.gpu_nodes import deep_merge
 from tenantry.monitoring.alertmanager import PAGE, TICKET, Webhook
-from tenantry.pins import chart
+from tenantry.pins import IMAGES, chart, chart_image_values
 
 DASHBOARD_LABEL = "grafana_dashboard"
 """The label Grafana's dashboard sidecar looks for (charts/kube-prometheus-stack/values.yaml)."""
@@ -57,6 +57,15 @@ def configured_webhooks(config: pulumi.Config) -> dict[str, pulumi.Output[str]]:
     return urls
 
 
+CRD_UPGRADE_VALUES = {"upgradeJob": {
+    "enabled": True, "forceConflicts": True,
+    "image": {"busybox": chart_image_values(IMAGES["busybox"]), "kubectl": chart_image_values(IMAGES["kubectl"])}}}
+"""The chart's own CRD upgrade (a pre-install and pre-upgrade hook Job that applies its CRDs server-side, off by
+default at 88.5.3): Helm installs a chart's crds/ once and never upgrades them, so a new pin would run the new
+operator on the old CRDs. Its two images from the pins, where the chart's defaults are busybox:latest and a kubectl
+of the cluster's version."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ObservabilityArgs:
     rule_groups: tuple[dict[str, Any], ...] = ()
@@ -80,7 +89,7 @@ class Observability(pulumi.ComponentResource):
         # node-exporter needs the host's network and PID namespaces.
         namespace = chart_namespace(f"{name}-namespace", pin, "privileged", self)
         values = deep_merge(pin.values, {"kube-state-metrics": {
-            "metricLabelsAllowlist": [f"nodes=[{','.join(NODE_LABELS_FOR_RULES)}]"]}})
+            "metricLabelsAllowlist": [f"nodes=[{','.join(NODE_LABELS_FOR_RULES)}]"]}, "crds": CRD_UPGRADE_VALUES})
         depends: list[pulumi.Resource] = [namespace]
         if args.alert_routing is not None:
             depends.append(self._webhook_secret(name, args.webhook_urls, namespace))

@@ -33,6 +33,7 @@ def policy_violations(rendering: Rendering, plan: Plan) -> list[str]:
         *engine_policies.engines_match_the_plan(resources, plan),
         *crd_policies.custom_resources_wait_for_their_crds(resources),
         *crd_policies.custom_resources_are_awaited(resources),
+        *crd_policies.chart_crds_are_upgraded(resources),
         *engine_policies.engine_volumes_hold_their_checkpoint(resources, plan),
         *engine_policies.engines_scale_within_the_plans_bounds(resources, plan),
         *engine_policies.engines_fetch_nothing_at_start(resources, plan),

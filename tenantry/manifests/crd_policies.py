@@ -117,3 +117,51 @@ def custom_resources_are_awaited(resources: list[Resource]) -> list[str]:
         found += [f"Deployment {gateway.namespace}/{GATEWAY} does not wait for {r.label}, which it needs at start"
                   for r in awaited if r.urn not in gateway.dependencies]
     return found
+
+
+CRD_UPGRADES: dict[str, tuple[str, ...] | None] = {
+    "lws": None,
+    "kube-prometheus-stack": ("crds", "upgradeJob", "enabled"),
+    "gpu-operator": ("operator", "upgradeCRD"),
+}
+"""The pinned charts that ship CRDs under crds/, which Helm installs once and never upgrades, and how tenantry's
+release upgrades them: None, applied by Pulumi from the pinned files (skipCrds, tenantry/deploy/common.py:
+applied_chart_crds); else the value that turns on the chart's own pre-upgrade hook, which must be true in the
+rendered release (kube-prometheus-stack's is off by default at 88.5.3; the GPU Operator's on since v24.9.0)."""
+CRD_UPGRADE_DEFAULTS = {"gpu-operator": True}
+"""The hook values' chart defaults, where the rendered values may leave them out."""
+
+
+def chart_crds_are_upgraded(resources: list[Resource]) -> list[str]:
+    """Every release of a chart in CRD_UPGRADES upgrades its CRDs with its pin: else a new pin runs a new controller
+    on the old CRDs (missing fields are pruned, new kinds do not exist)."""
+    from tenantry.pins import pinned_chart_of
+
+    found = []
+    applied = {str(r.metadata.get("name")): r for r in resources if r.kind == "CustomResourceDefinition"}
+    for release in (r for r in resources if r.kind == "Release"):
+        try:
+            pin = pinned_chart_of(str(release.props.get("chart")))
+        except FileNotFoundError:
+            continue  # versions_are_pinned names it
+        if pin.name not in CRD_UPGRADES:
+            continue
+        path = CRD_UPGRADES[pin.name]
+        if path is None:
+            if release.props.get("skipCrds") is not True:
+                found.append(f"Helm release {release.name} installs chart {pin.name}'s CRDs itself (skipCrds is not "
+                             "true): Helm never upgrades them")
+            for crd in pin.crds():
+                name = crd["metadata"]["name"]
+                if name not in applied:
+                    found.append(f"Helm release {release.name}: CRD {name} of the pinned chart is not applied")
+                elif applied[name].urn not in release.dependencies:
+                    found.append(f"Helm release {release.name} does not wait for CRD {name}")
+            continue
+        value: object = release.props.get("values") or {}
+        for key in path:
+            value = value.get(key, CRD_UPGRADE_DEFAULTS.get(pin.name)) if isinstance(value, dict) else None
+        if value is not True:
+            found.append(f"Helm release {release.name}: {'.'.join(path)} is {value!r}: chart {pin.name}'s CRDs would "
+                         "never be upgraded")
+    return found
