@@ -192,6 +192,10 @@ class HeldStreams:
             assert tp.REROUTE_HEADER not in self.headers[i], f"holder {i}: {self.headers[i][tp.REROUTE_HEADER]}"
         return self
 
+    def waiting(self) -> list[int]:
+        """The holders the engine has not started (no first token): with `queued`, those in its queue."""
+        return [i for i, started in enumerate(self.started) if not started.is_set()]
+
     def release(self) -> None:
         """Let the engine run again with the streams still open: they finish in the engine's own order."""
         self._resume()

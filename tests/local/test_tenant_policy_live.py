@@ -189,9 +189,11 @@ def test_a_spot_flood_is_shed_while_the_guaranteed_tenant_is_served(stack):
     sent straight to the engine (on a cluster, long prompts or a second platform do that; through the gateway
     alone admission never lets the engine queue). Spot through the gateway is shed for the queue, each refusal
     with tenantry's reason and a Retry-After. acme, guaranteed, is served, and vLLM's priority scheduling runs
-    its requests before spot-priority requests that reached the engine's queue beside them: every acme stream
-    is done before any of those queued probes gets its first token (the probes wait for a whole round of the
-    running streams behind the queued ones; acme's take the first free slots)."""
+    its requests ahead of the spot-priority streams queued before them: every acme stream is done while none of
+    those has ended. First come, first served would run the queued streams in the first free slots, acme only
+    after their 1,800 tokens each; acme's 16 take the first free slots instead. (Comparing acme's first tokens
+    with spot requests sent beside it, as this test did, raced: CI saw both scheduled in the same step, the spot
+    ones' tokens reaching their client a fraction of a millisecond sooner, not through the gateway.)"""
     tiny = plan_stack(str(SPEC)).engine("tiny")
     capacity = tiny.kv.max_num_seqs
     # acme's reserved slots: past them, a full engine would send acme to its overload fallback instead.
@@ -200,7 +202,6 @@ def test_a_spot_flood_is_shed_while_the_guaranteed_tenant_is_served(stack):
     assert stack.engine_slots_free("tiny") == {}
     spot: list = []
     guaranteed: list = []
-    queued_spot: list = []
     at_engine = [httpx.Client(base_url=stack.engine_url("tiny"), timeout=300) for _ in range(2 * capacity)]
     try:
         with HeldStreams(stack, "tiny", at_engine, queued=capacity, extra={"priority": 100}) as held:
@@ -209,19 +210,19 @@ def test_a_spot_flood_is_shed_while_the_guaranteed_tenant_is_served(stack):
                 for _ in range(8):
                     _timed_stream(initech, "tiny", 16, spot)
             held.still_held()
+            queued = held.waiting()
+            assert len(queued) == capacity, held.told()
             offset = held.log_size()
-            with (stack.client("acme", replica=1) as acme,
-                  httpx.Client(base_url=stack.engine_url("tiny"), timeout=300) as engine, ThreadPoolExecutor(8) as pool):
+            with stack.client("acme", replica=1) as acme, ThreadPoolExecutor(reserved) as pool:
                 served = [pool.submit(_timed_stream, acme, "tiny", 16, guaranteed) for _ in range(reserved)]
-                probes = [pool.submit(_timed_stream, engine, "tiny", 16, queued_spot, priority=100) for _ in range(4)]
                 deadline = time.monotonic() + 60
-                while (added := held.added_since(offset)) < reserved + 4:  # all in the paused engine's queue
-                    assert time.monotonic() < deadline, (f"{added} of {reserved + 4} reached the engine",
-                                                         guaranteed, queued_spot)
+                while (added := held.added_since(offset)) < reserved:  # all in the paused engine's queue
+                    assert time.monotonic() < deadline, (f"{added} of {reserved} reached the engine", guaranteed)
                     time.sleep(0.05)
                 held.release()
-                for future in served + probes:
+                for future in served:
                     future.result(timeout=300)
+            ended_first, told = [i for i in queued if held.done[i].is_set()], held.told()
     finally:
         for client in at_engine:
             client.close()
@@ -229,9 +230,8 @@ def test_a_spot_flood_is_shed_while_the_guaranteed_tenant_is_served(stack):
     assert all(r[2] and int(r[2]) > 0 for r in spot), "a shed request says when to retry"
     assert all(re.search(r"engine tiny[: ].*spot traffic paused", r[3]) for r in spot), spot
     assert [r[0] for r in guaranteed] == [200] * reserved, guaranteed
-    assert [r[0] for r in queued_spot] == [200] * 4, queued_spot
-    # The order is vLLM's: acme's priority 0 takes the first free slots, ahead of priority 100 queued earlier.
-    assert max(r[4] for r in guaranteed) < min(r[5] for r in queued_spot), (guaranteed, queued_spot)
+    # The order is vLLM's: acme's priority 0 ahead of the priority-100 streams that queued before it.
+    assert ended_first == [], (f"queued spot streams {ended_first} ended before acme was served", guaranteed, told)
 
 
 def test_a_tenants_concurrency_is_capped_across_both_gateway_replicas(stack):
