@@ -102,8 +102,8 @@ def litellm_config(plan: Plan, api_base: Callable[[EnginePlan], str]) -> dict[st
         },
         "litellm_settings": {
             "callbacks": ["prometheus", POLICY_CALLBACK],
-            # LiteLLM's own view of PostgreSQL and Redis (litellm_postgres_*, litellm_redis_*,
-            # litellm_batch_write_to_db_*): the alerts on failing spend writes read them.
+            # LiteLLM's own view of PostgreSQL and Redis (litellm_postgres_*, litellm_redis_*): the alerts on
+            # an unreachable database or Redis and on failing spend writes read them.
             "service_callback": ["prometheus_system"],
             "request_timeout": REQUEST_TIMEOUT_SECONDS,
             # LiteLLM reads its loop guard from this module attribute, which litellm_settings sets.

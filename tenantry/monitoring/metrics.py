@@ -90,8 +90,6 @@ _BY_SOURCE: dict[Source, dict[str, str]] = {
         "litellm_redis_total_requests_total": _COUNTER,
         "litellm_redis_failed_requests_total": _COUNTER,
         "litellm_redis_latency": _HISTOGRAM,
-        "litellm_batch_write_to_db_total_requests_total": _COUNTER,
-        "litellm_batch_write_to_db_failed_requests_total": _COUNTER,
         "litellm_redis_circuit_breaker_state": _GAUGE,
     },
     TENANTRY: {

@@ -37,6 +37,24 @@ GPU_TEMPERATURE_CELSIUS = 85
 """Below the H100/A100 slowdown temperatures (~87-90 °C): time to act before clocks drop."""
 THROTTLED_SHARE = 0.2
 """A GPU held back by power or heat for a fifth of the time serves noticeably fewer tokens."""
+THROTTLE_COUNTERS = {"power": "DCGM_FI_DEV_POWER_VIOLATION", "thermal": "DCGM_FI_DEV_THERMAL_VIOLATION"}
+"""DCGM's time held back, per reason, in nanoseconds (dcgmlib/dcgm_fields.h; dcgm-exporter's list said "us" until
+NVIDIA/dcgm-exporter#589): per second of wall time, / 1e9 is the share."""
+HARMLESS_XIDS = (13, 31, 43, 45)
+"""XIDs an application causes (a graphics engine exception, an MMU fault from a bad address, a channel the program
+stopped, preemptive cleanup): the program's bug, reported once per fault, not the GPU failing (NVIDIA's XID
+catalogue). Every other code pages."""
+XID_NEW_WINDOW = "10m"
+"""DCGM_FI_DEV_XID_ERRORS holds the last XID until the driver resets: only a change is a new error, and the
+alert resolves this long after it."""
+SPEND_WRITE_FAILURES = ('sum(increase(litellm_postgres_failed_requests_total{function_name="update_spend"}[3m]))'
+                        " > 0")
+"""LiteLLM counts a spend write that failed after its retries under its PostgreSQL service metrics, labelled with
+the call (proxy/utils.py: raise_failed_update_spend_exception, ProxyLogging.failure_handler); its
+litellm_batch_write_to_db_* families are registered but never written (no ServiceTypes.BATCH_WRITE_TO_DB caller in
+1.108.7). The first failure creates the labelled series at 1, which increase() cannot see: the alert needs writes
+failing again within every 3 minutes for 5, as an outage makes them (the gateway flushes spend every few seconds),
+and one failed flush alone stays quiet."""
 FAILING_SHARE = 0.5
 """Of the gateway's calls to PostgreSQL or Redis, the share failing that means it is unreachable."""
 
@@ -103,20 +121,23 @@ ALERTS: tuple[Alert, ...] = (
           "Keys, budgets and spend live in PostgreSQL: most of the gateway's calls to it fail, or CloudNativePG "
           "reports its instance down."),
     Alert("PostgresSpendWritesFailing", ("critical",), "Spend is not being written to PostgreSQL",
-          "{{ $value | humanizePercentage }} of LiteLLM's batch spend writes fail: spend is held in memory."),
+          "LiteLLM's spend writes keep failing after their retries ({{ $value | printf \"%.0f\" }} in the last 3 "
+          "minutes): budgets and the spend view fall behind what is served."),
     Alert("RedisDown", ("critical",), "Redis, where limits are shared, is unreachable",
           "Most of the gateway's Redis calls fail, or its Deployment has no replica available: limits and the "
           "concurrency ledger are not shared; admission runs in fail-safe."),
     Alert("ReconcilerJobFailed", ("warning",), "The tenant reconciler job {{ $labels.job_name }} failed",
           "Teams and keys may differ from the Plan until a run succeeds."),
     Alert("GpuXidError", ("critical",), "GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $value }}",
-          "The driver reported an XID error on {{ $labels.node }}, GPU {{ $labels.gpu }}."),
+          "The driver reported a new XID error on {{ $labels.node }}, GPU {{ $labels.gpu }}, not one an "
+          "application causes (13, 31, 43, 45)."),
     Alert("GpuEccErrors", ("critical",), "GPU {{ $labels.gpu }} on {{ $labels.node }} has uncorrectable ECC errors",
           "{{ $value }} double-bit ECC errors in 10 minutes on {{ $labels.node }}, GPU {{ $labels.gpu }}."),
     Alert("GpuTemperatureHigh", ("warning",), "GPU {{ $labels.gpu }} on {{ $labels.node }} runs hot",
           "{{ $value }} °C for 10 minutes on {{ $labels.node }}, GPU {{ $labels.gpu }}."),
-    Alert("GpuThrottled", ("warning",), "GPU {{ $labels.gpu }} on {{ $labels.node }} is throttled",
-          "Power or thermal limits held the clocks back {{ $value | humanizePercentage }} of the time."),
+    Alert("GpuThrottled", ("warning",), "GPU {{ $labels.gpu }} on {{ $labels.node }} is throttled for {{ $labels.reason }}",
+          "The {{ $labels.reason }} limit held the clocks back {{ $value | humanizePercentage }} of the time over "
+          "10 minutes."),
     Alert("MigConfigFailed", ("critical",), "MIG configuration failed on {{ $labels.node }}",
           "The GPU Operator's MIG manager reports state failed on {{ $labels.node }}."),
     Alert("NodePoolGpusMissing", ("critical",), "Pool {{ $labels.pool }} has fewer ready {{ $labels.resource }} than planned",
@@ -235,8 +256,7 @@ def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:
                wait="2m"),
         _alert(plan, "PostgresDown", f"{_failing('litellm_postgres')}\nor max by (cluster) (cnpg_collector_up) == 0",
                wait="2m"),
-        _alert(plan, "PostgresSpendWritesFailing", _failing("litellm_batch_write_to_db", window="10m", share=0.1),
-               wait="5m"),
+        _alert(plan, "PostgresSpendWritesFailing", SPEND_WRITE_FAILURES, wait="5m"),
         _alert(plan, "RedisDown", f"{_failing('litellm_redis')}\n"
                'or max by (deployment) (kube_deployment_status_replicas_available{deployment="tenantry-redis"}) == 0',
                wait="2m"),
@@ -246,10 +266,10 @@ def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:
     ]
 
 
-def _failing(service: str, window: str = "5m", share: float = FAILING_SHARE) -> str:
+def _failing(service: str) -> str:
     """The share of LiteLLM's calls to a service that failed (its service metrics count both)."""
-    return (f"sum(rate({service}_failed_requests_total[{window}]))\n"
-            f"  / sum(rate({service}_total_requests_total[{window}])) > {share:g}")
+    return (f"sum(rate({service}_failed_requests_total[5m]))\n"
+            f"  / sum(rate({service}_total_requests_total[5m])) > {FAILING_SHARE:g}")
 
 
 def _gpu_alerts(plan: Plan) -> list[dict[str, Any]]:
@@ -257,20 +277,29 @@ def _gpu_alerts(plan: Plan) -> list[dict[str, Any]]:
         return f'label_replace({expr}, "node", "$1", "Hostname", "(.+)")'
 
     return [
-        _alert(plan, "GpuXidError", per_gpu("max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS)") + " > 0",
+        _alert(plan, "GpuXidError", per_gpu(f"max by (Hostname, gpu) (\n  {_fatal_xid()}\n"
+                                            f"  and changes(DCGM_FI_DEV_XID_ERRORS[{XID_NEW_WINDOW}]) > 0\n)"),
                wait="0m"),
         _alert(plan, "GpuEccErrors", per_gpu("sum by (Hostname, gpu) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]))")
                + " > 0", wait="0m"),
         _alert(plan, "GpuTemperatureHigh", per_gpu("max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP)")
                + f" > {GPU_TEMPERATURE_CELSIUS}", wait="10m"),
-        # The violation counters are microseconds held back: per second of wall time, /1e6 is a share.
-        _alert(plan, "GpuThrottled", per_gpu("max by (Hostname, gpu) (rate(DCGM_FI_DEV_POWER_VIOLATION[10m])\n"
-               "  or rate(DCGM_FI_DEV_THERMAL_VIOLATION[10m])) / 1e6") + f" > {THROTTLED_SHARE:g}",
+        # Per reason: `or` between the two rates would keep only the power series (same labels once rate drops
+        # the name), and the alert says which limit to look at.
+        _alert(plan, "GpuThrottled", per_gpu("max by (Hostname, gpu, reason) (\n  " + "\n  or ".join(
+            f'label_replace(rate({counter}[10m]), "reason", "{reason}", "", "")'
+            for reason, counter in THROTTLE_COUNTERS.items()) + "\n) / 1e9") + f" > {THROTTLED_SHARE:g}",
                wait="15m"),
         _alert(plan, "MigConfigFailed", 'max by (node) (kube_node_labels{label_nvidia_com_mig_config_state="failed"})',
                wait="5m"),
         *_pool_alerts(plan),
     ]
+
+
+def _fatal_xid() -> str:
+    """The XID gauge where it holds a code that is not an application's (a comparison keeps the series it holds
+    for)."""
+    return "DCGM_FI_DEV_XID_ERRORS > 0" + "".join(f" != {code}" for code in HARMLESS_XIDS)
 
 
 def _pool_alerts(plan: Plan) -> list[dict[str, Any]]:

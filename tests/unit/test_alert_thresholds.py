@@ -53,6 +53,7 @@ ACME = 'tenant="acme", tier="guaranteed", engine="tiny"'
 ACME_ALERT = {"tenant": "acme", "tier": "guaranteed"}
 TINY = {"engine": "tiny", "pool": "local", "job": "tiny"}
 GPU = 'Hostname="gpu-0", gpu="0"'
+GPU_1 = 'Hostname="gpu-0", gpu="1"'
 GPU_ALERT = {"Hostname": "gpu-0", "gpu": "0", "node": "gpu-0"}
 
 
@@ -72,6 +73,19 @@ def _histogram(name: str, labels: str, counts: dict[str, float]) -> dict[str, st
 
 def _service(service: str, failed: float, total: float) -> dict[str, str]:
     return {f"{service}_failed_requests_total": counter(failed), f"{service}_total_requests_total": counter(total)}
+
+
+def _db_failures(call: str, every: int) -> dict[str, str]:
+    """LiteLLM's failed-PostgreSQL-call counter for one call, as prometheus_services.py labels it (the service's
+    own label, the error's class, the call), absent until the first failure, one more every `every` minutes."""
+    values = " ".join(str(1 + minute // every) for minute in range(MINUTES - 2))
+    return {f'litellm_postgres_failed_requests_total{{postgres="postgres", error_class="ConnectionError", '
+            f'function_name="{call}"}}': f"_ _ {values}"}
+
+
+def _xid(before: int, after: int, at: int = 3) -> str:
+    """DCGM's last-XID gauge: `before` until minute `at`, then `after` for good (it holds until a driver reset)."""
+    return f"{before}x{at - 1} {after}x{MINUTES - at}"
 
 
 def _burn_cases(objective: str, label: str) -> list[Case]:
@@ -155,24 +169,32 @@ CASES = [
     Case("PostgresDown", {'cnpg_collector_up{cluster="tenantry-postgres"}': gauge(0)},
          {'cnpg_collector_up{cluster="tenantry-postgres"}': gauge(1)}, [{"cluster": "tenantry-postgres"}],
          stack="h100x8-shared-70b"),
-    Case("PostgresSpendWritesFailing", _service("litellm_batch_write_to_db", 2, 10),
-         _service("litellm_batch_write_to_db", 1, 10), [{}]),
+    # A spend write failing every minute (the labelled series appears at its first failure, at 1) against one
+    # failing every 4 minutes, which never holds 5 minutes; other calls failing are PostgresDown's.
+    Case("PostgresSpendWritesFailing", _db_failures("update_spend", every=1), _db_failures("update_spend", every=4),
+         [{}], shared=_db_failures("get_data", every=1), holds=(3, 4)),
     Case("RedisDown", _service("litellm_redis", 6, 10), _service("litellm_redis", 5, 10), [{}]),
     Case("ReconcilerJobFailed", {'kube_job_status_failed{namespace="tenantry", job_name="tenantry-reconcile-29"}': gauge(1)},
          {'kube_job_status_failed{namespace="tenantry", job_name="tenantry-reconcile-29"}': gauge(0)},
          [{"namespace": "tenantry", "job_name": "tenantry-reconcile-29"}], stack="h100x8-shared-70b",
          shared={'kube_job_status_failed{namespace="other", job_name="backup-29"}': gauge(1)}),
-    Case("GpuXidError", {f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}}": gauge(79)}, {f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}}": gauge(0)},
-         [GPU_ALERT], stack="h100x8-shared-70b"),
+    # A new XID 79 (fallen off the bus) pages; the same code held since before (the gauge is sticky) and a new
+    # application XID 13 do not.
+    Case("GpuXidError", {f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}}": _xid(0, 79)},
+         {f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}}": gauge(79), f"DCGM_FI_DEV_XID_ERRORS{{{GPU_1}}}": _xid(0, 13)},
+         [GPU_ALERT], stack="h100x8-shared-70b", holds=(3, 3)),
     Case("GpuEccErrors", {f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{GPU}}}": counter(1)},
          {f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{GPU}}}": gauge(3)}, [GPU_ALERT], stack="h100x8-shared-70b"),
     Case("GpuTemperatureHigh", {f"DCGM_FI_DEV_GPU_TEMP{{{GPU}}}": gauge(86)}, {f"DCGM_FI_DEV_GPU_TEMP{{{GPU}}}": gauge(85)},
          [GPU_ALERT], stack="h100x8-shared-70b"),
-    # Microseconds held back per minute: 15 s is a quarter of the time, 11 s under a fifth; the 10m rate
-    # passes a fifth once 9 minutes of data are in.
-    Case("GpuThrottled", {f"DCGM_FI_DEV_POWER_VIOLATION{{{GPU}}}": counter(15e6)},
-         {f"DCGM_FI_DEV_POWER_VIOLATION{{{GPU}}}": counter(11e6)}, [GPU_ALERT], stack="h100x8-shared-70b",
-         holds=(8, 10)),
+    # Nanoseconds held back per minute: 15 s is a quarter of the time, 11 s under a fifth; the 10m rate
+    # passes a fifth once 9 minutes of data are in. Thermal pages beside a GPU that also reports power time.
+    Case("GpuThrottled", {f"DCGM_FI_DEV_POWER_VIOLATION{{{GPU}}}": counter(15e9)},
+         {f"DCGM_FI_DEV_POWER_VIOLATION{{{GPU}}}": counter(11e9)}, [{**GPU_ALERT, "reason": "power"}],
+         stack="h100x8-shared-70b", holds=(8, 10)),
+    Case("GpuThrottled", {f"DCGM_FI_DEV_THERMAL_VIOLATION{{{GPU}}}": counter(15e9)},
+         {f"DCGM_FI_DEV_THERMAL_VIOLATION{{{GPU}}}": counter(11e9)}, [{**GPU_ALERT, "reason": "thermal"}],
+         stack="h100x8-shared-70b", holds=(8, 10), shared={f"DCGM_FI_DEV_POWER_VIOLATION{{{GPU}}}": counter(1e9)}),
     Case("MigConfigFailed", {'kube_node_labels{node="gpu-0", label_nvidia_com_mig_config_state="failed"}': gauge(1)},
          {'kube_node_labels{node="gpu-0", label_nvidia_com_mig_config_state="success"}': gauge(1)},
          [{"node": "gpu-0"}], stack="h100-mig-mixed"),
@@ -215,3 +237,14 @@ def test_an_alert_is_quiet_below_its_threshold_and_fires_only_after_its_for(case
 
 def test_every_alert_has_a_case():
     assert {c.alert for c in CASES} == {a.name for a in rules.ALERTS}
+
+
+def test_a_held_xid_stops_paging_and_a_new_one_pages_again(tmp_path):
+    """The gauge keeps XID 79 after it happened: the page resolves once the change is out of the window, and a
+    later fatal XID (48, a double-bit ECC error) on the same GPU pages again."""
+    series = {f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}}": f"0x2 79x20 48x{MINUTES - 23}"}
+    firing = [{"exp_labels": {"severity": "critical", **GPU_ALERT}}]
+    _unit_test(tmp_path, "h100x8-shared-70b", [{"interval": "1m", "input_series": _series(series), "alert_rule_test": [
+        {"eval_time": "5m", "alertname": "GpuXidError", "exp_alerts": firing},
+        {"eval_time": "20m", "alertname": "GpuXidError", "exp_alerts": []},
+        {"eval_time": "26m", "alertname": "GpuXidError", "exp_alerts": firing}]}])
