@@ -79,7 +79,8 @@ def synthetic_stack(tenants: int, adapters: int) -> str:
         # the weights cache is a ReadWriteMany claim.
         "platform": {"cloud_identity": {"provider": "aws",
                                         "aws_role_arn": "arn:aws:iam::111122223333:role/tenantry-buckets"},
-                     "model_cache": {"access_mode": "ReadWriteMany", "storage_class": "efs"}},
+                     "model_cache": {"access_mode": "ReadWriteMany", "storage_class": "efs"},
+                     "runbook_base_url": "https://runbooks.example.com/tenantry"},
     }
     return yaml.safe_dump(spec, sort_keys=False)
 

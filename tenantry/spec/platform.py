@@ -84,8 +84,9 @@ class PlatformSpec(SpecModel):
         default_factory=ModelCacheSpec, description="Where engines' weights and adapters are cached.",
     )
     runbook_base_url: str = field(
-        "runbooks", description="Where the runbooks are published (a URL, or a path relative to the repository); "
-        "each alert's runbook_url is <this>/<AlertName>.md.", pattern=r"^\S+[^/\s]$",
+        "runbooks", description="Where the runbooks are published: an absolute http(s) URL on a stack with GPU "
+        "pools (alerts are opened from a pager), or a path relative to the repository on a CPU-only stack; each "
+        "alert's runbook_url is <this>/<AlertName>.md.", pattern=r"^\S+[^/\s]$",
     )
     cloud_identity: CloudIdentitySpec | None = field(
         None, description="The identity of pods that read or write object storage; required when any weight or "

@@ -29,6 +29,7 @@ def check_references(spec: Spec) -> list[Problem]:
     problems += _check_gateway(spec)
     problems += check_cloud_identity(spec)
     problems += _check_metrics_api(spec)
+    problems += _check_runbook_links(spec)
     return problems
 
 
@@ -66,6 +67,19 @@ def _check_metrics_api(spec: Spec) -> list[Problem]:
     if cluster.metrics_api == "install" and cluster.environment in MANAGED_METRICS_API:
         return [(("cluster", "metrics_api"), f"install on {cluster.environment}, whose clusters run their own "
                  "metrics-server: a second would contend for the APIService v1beta1.metrics.k8s.io; use present")]
+    return []
+
+
+def _check_runbook_links(spec: Spec) -> list[Problem]:
+    """An alert's runbook_url is read from a pager: on a stack with GPU pools, which only a cluster runs, a path
+    relative to the repository is not a link anyone can open there. A CPU-only stack (the local stack) may keep the
+    repository's path, where its alerts are read beside the checkout."""
+    url = spec.platform.runbook_base_url
+    on_gpus = [p.name for p in spec.cluster.node_pools if p.gpu != "CPU"]
+    if on_gpus and not url.startswith(("https://", "http://")):
+        return [(("platform", "runbook_base_url"), f"'{url}' is not a link: pool {on_gpus[0]} has GPUs, so this stack "
+                 "runs on a cluster, where each alert's runbook_url is opened from a pager; give the absolute URL the "
+                 "runbooks are published at (https://...)")]
     return []
 
 

@@ -83,6 +83,7 @@ def base_spec() -> dict[str, Any]:
             "gateway": {"replicas": 2, "fallbacks": [{"model": "big", "to": ["small"]}]},
             "platform": {
                 "postgres": {"backup_destination": "s3://tenantry-test/postgres"},
+                "runbook_base_url": "https://runbooks.example.com/tenantry",
                 "cloud_identity": {"provider": "aws", "aws_role_arn": "arn:aws:iam::111122223333:role/tenantry-test"},
             },
         }
