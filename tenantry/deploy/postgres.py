@@ -20,6 +20,7 @@ import pulumi_random as random
 
 from tenantry.deploy.common import chart_namespace, labels, mebibytes, pinned_release, waits_until
 from tenantry.deploy.identity import BucketAccess, bucket_access
+from tenantry.monitoring.rules import POSTGRES_POD_MONITOR
 from tenantry.pins import chart
 from tenantry.plan.model import PlatformPlan
 
@@ -38,7 +39,8 @@ BARMAN_PLUGIN = "barman-cloud.cloudnative-pg.io"
 OBJECT_STORE = f"{CLUSTER_NAME}-backups"
 # Not the Cluster's own name: that is the PodMonitor the operator made while enablePodMonitor was on,
 # and it deletes that one once the flag is off (docs/decisions.md: PostgreSQL metrics through a PodMonitor tenantry owns).
-POD_MONITOR = f"{CLUSTER_NAME}-metrics"
+# PostgresDown reads its targets' `up` by the job the Prometheus Operator names after it.
+POD_MONITOR = POSTGRES_POD_MONITOR
 METRICS_PORT = "metrics"
 """The instance pods' exporter port (CloudNativePG 1.30, pkg/specs/pods.go: port 9187, path /metrics)."""
 METRICS_PORT_NUMBER = 9187

@@ -55,6 +55,9 @@ litellm_batch_write_to_db_* families are registered but never written (no Servic
 1.108.7). The first failure creates the labelled series at 1, which increase() cannot see: the alert needs writes
 failing again within every 3 minutes for 5, as an outage makes them (the gateway flushes spend every few seconds),
 and one failed flush alone stays quiet."""
+POSTGRES_POD_MONITOR = "tenantry-postgres-metrics"
+"""The PodMonitor that scrapes CloudNativePG's instances (tenantry/deploy/postgres.py): the Prometheus Operator
+labels its targets job="<namespace>/<name>" (pkg/prometheus/promcfg.go)."""
 FAILING_SHARE = 0.5
 """Of the gateway's calls to PostgreSQL or Redis, the share failing that means it is unreachable."""
 
@@ -118,8 +121,8 @@ ALERTS: tuple[Alert, ...] = (
           "The tenant-policy plugin decides without {{ $labels.cause }} for engine {{ $labels.engine }}: "
           "guaranteed tenants are admitted unchecked, spot is refused."),
     Alert("PostgresDown", ("critical",), "The gateway's PostgreSQL is unreachable",
-          "Keys, budgets and spend live in PostgreSQL: most of the gateway's calls to it fail, or CloudNativePG "
-          "reports its instance down."),
+          "Keys, budgets and spend live in PostgreSQL: most of the gateway's calls to it fail, CloudNativePG "
+          "reports its instance down, or no instance of it answers Prometheus's scrape (crashed or gone)."),
     Alert("PostgresSpendWritesFailing", ("critical",), "Spend is not being written to PostgreSQL",
           "LiteLLM's spend writes keep failing after their retries ({{ $value | printf \"%.0f\" }} in the last 3 "
           "minutes): budgets and the spend view fall behind what is served."),
@@ -254,8 +257,8 @@ def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:
                wait="10m"),
         _alert(plan, "GatewayPolicyFailSafe", "sum by (cause, engine) (rate(tenantry_gateway_failsafe_total[5m])) > 0",
                wait="2m"),
-        _alert(plan, "PostgresDown", f"{_failing('litellm_postgres')}\nor max by (cluster) (cnpg_collector_up) == 0",
-               wait="2m"),
+        _alert(plan, "PostgresDown", f"{_failing('litellm_postgres')}\nor max by (cluster) (cnpg_collector_up) == 0\n"
+               f"or {_none_up(f'{plan.platform.namespace}/{POSTGRES_POD_MONITOR}')}", wait="2m"),
         _alert(plan, "PostgresSpendWritesFailing", SPEND_WRITE_FAILURES, wait="5m"),
         _alert(plan, "RedisDown", f"{_failing('litellm_redis')}\n"
                'or max by (deployment) (kube_deployment_status_replicas_available{deployment="tenantry-redis"}) == 0',
@@ -264,6 +267,13 @@ def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:
                'max by (namespace, job_name) (kube_job_status_failed{job_name=~"tenantry-reconcile-.+"}) > 0',
                wait="0m"),
     ]
+
+
+def _none_up(job: str) -> str:
+    """No target of a Kubernetes scrape job answers: its instances crashed (up 0) or are gone (no target, so no
+    `up` at all, where a rule on the exporter's own metrics sees nothing). Only where kube-state-metrics reports
+    nodes, so never on the local stack, which has no such job."""
+    return f'(max(up{{job="{job}"}}) or on () 0 * count(kube_node_labels)) == 0'
 
 
 def _failing(service: str) -> str:

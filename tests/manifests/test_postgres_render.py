@@ -13,6 +13,7 @@ import pytest
 from tenantry.deploy.identity import bucket_access
 from tenantry.deploy.postgres import BARMAN_PLUGIN, CLUSTER_NAME, OBJECT_STORE
 from tenantry.manifests.checks import policy_resources
+from tenantry.monitoring.rules import rule_groups
 from tenantry.manifests.resources import Resource
 from tenantry.manifests.validate import validate_manifests
 from tenantry.pins import IMAGES, chart
@@ -98,6 +99,9 @@ def test_postgres_is_scraped_through_a_pod_monitor_after_kube_prometheus_stack(s
                                                                "cnpg.io/podRole": "instance"}
     assert monitor.props["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics"}]
     assert "kube-prometheus-stack" in _created_after(monitor, resources)
+    # PostgresDown reads its targets' `up` by the job the Prometheus Operator names them: <namespace>/<name>.
+    postgres_down = next(r for g in rule_groups(plan) for r in g["rules"] if r.get("alert") == "PostgresDown")
+    assert f'up{{job="{monitor.namespace}/{monitor.metadata["name"]}"}}' in postgres_down["expr"]
 
 
 def test_the_cluster_runs_the_catalogs_current_postgresql_16_by_digest():

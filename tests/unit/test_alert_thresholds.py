@@ -75,6 +75,14 @@ def _service(service: str, failed: float, total: float) -> dict[str, str]:
     return {f"{service}_failed_requests_total": counter(failed), f"{service}_total_requests_total": counter(total)}
 
 
+KSM = {'kube_node_labels{node="gpu-0", label_tenantry_io_pool="h100"}': gauge(1)}
+"""kube-state-metrics reporting a node: the stack runs on a cluster."""
+
+
+def _postgres_scrape(up: int) -> dict[str, str]:
+    return {'up{job="tenantry/tenantry-postgres-metrics", pod="tenantry-postgres-1"}': gauge(up)}
+
+
 def _db_failures(call: str, every: int) -> dict[str, str]:
     """LiteLLM's failed-PostgreSQL-call counter for one call, as prometheus_services.py labels it (the service's
     own label, the error's class, the call), absent until the first failure, one more every `every` minutes."""
@@ -171,6 +179,10 @@ CASES = [
          stack="h100x8-shared-70b"),
     # A spend write failing every minute (the labelled series appears at its first failure, at 1) against one
     # failing every 4 minutes, which never holds 5 minutes; other calls failing are PostgresDown's.
+    # The instances' exporter itself: crashed (up 0), or no instance left to scrape (no `up` at all, where
+    # cnpg_collector_up is gone too), on a cluster (kube-state-metrics reports nodes).
+    Case("PostgresDown", {**_postgres_scrape(0), **KSM}, {**_postgres_scrape(1), **KSM}, [{}], stack="h100x8-shared-70b"),
+    Case("PostgresDown", KSM, {**_postgres_scrape(1), **KSM}, [{}], stack="h100x8-shared-70b"),
     Case("PostgresSpendWritesFailing", _db_failures("update_spend", every=1), _db_failures("update_spend", every=4),
          [{}], shared=_db_failures("get_data", every=1), holds=(3, 4)),
     Case("RedisDown", _service("litellm_redis", 6, 10), _service("litellm_redis", 5, 10), [{}]),
