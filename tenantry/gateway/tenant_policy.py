@@ -74,7 +74,7 @@ from tenant_policy_decision import CAPACITY_REASONS, RETRY_AFTER, Decision, deci
 from tenant_policy_engine_metrics import EngineMetrics  # noqa: E402
 from tenant_policy_ledger import (  # noqa: E402
     Ledger, ReplicaCounts, redis_from_environment, reserved_set, shared_set, spot_pause_keys, tenant_set, tier_set)
-from tenant_policy_metrics import ADMISSIONS, FAILSAFE, HOOK_SECONDS, REROUTED  # noqa: E402
+from tenant_policy_metrics import ADMISSIONS, FAILSAFE, HOOK_SECONDS, REROUTED, SHED  # noqa: E402
 from tenant_policy_outcomes import Outcomes  # noqa: E402
 from tenant_policy_settings import EngineSettings, PolicySettings, TenantSettings, load_settings  # noqa: E402
 
@@ -162,8 +162,10 @@ class TenantPolicy(CustomLogger):
                 data["model"], decision = model, rerouted
                 break
         if not decision.admit:
-            raise refuse(429, decision.message, "rate_limit_error", decision.retry_after,
-                          shed=None if decision.reason in OWN_LIMIT_REASONS else decision.reason)
+            shed = None if decision.reason in OWN_LIMIT_REASONS else decision.reason
+            if shed:
+                SHED.labels(tenant=name, tier=tenant.tier, reason=shed).inc()
+            raise refuse(429, decision.message, "rate_limit_error", decision.retry_after, shed=shed)
         served = self.settings.engines[self.model_engine[str(data["model"])]]
         data["extra_headers"] = served.routed_headers(data.get("extra_headers"), name, tenant.tier)
         metadata = data.setdefault("metadata", {})
@@ -190,6 +192,7 @@ class TenantPolicy(CustomLogger):
         log.warning("tenantry: Redis unavailable (%s); admitting by tier, counted on this replica", error)
         FAILSAFE.labels(engine=engine, tier=tenant.tier, cause="redis").inc()
         if tenant.tier != "guaranteed":
+            SHED.labels(tenant=name, tier=tenant.tier, reason="redis").inc()
             raise refuse(429, f"admission state unavailable: {tenant.tier} traffic paused", "rate_limit_error",
                           RETRY_AFTER["metrics"], shed="redis") from None
         limit = tenant.max_concurrency

@@ -18,6 +18,10 @@ REROUTED = registered(Counter, "tenantry_gateway_rerouted_total",
                       "Requests admission would have refused for an engine's capacity, served instead by the "
                       "tenant's overload fallback: the engine asked for, the one that took it, and why.",
                       ("tenant", "tier", "engine", "to", "reason"))
+SHED = registered(Counter, "tenantry_gateway_shed_total",
+                  "Requests refused for the platform's capacity, once each, after any overload fallback: admission "
+                  "shed them (the reason its X-Tenantry-Shed names), or admitted by tier without Redis. Never a "
+                  "tenant's own limits.", ("tenant", "tier", "reason"))
 HOOK_SECONDS = registered(Histogram, "tenantry_gateway_policy_seconds", "Time tenantry's pre-call hook adds to a request.",
                           buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
 FAILSAFE = registered(Counter, "tenantry_gateway_failsafe_total",

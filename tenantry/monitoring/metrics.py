@@ -97,6 +97,7 @@ _BY_SOURCE: dict[Source, dict[str, str]] = {
         "tenantry_gateway_refused_total": _COUNTER,
         "tenantry_gateway_overrides_total": _COUNTER,
         "tenantry_gateway_failsafe_total": _COUNTER,
+        "tenantry_gateway_shed_total": _COUNTER,
         "tenantry_gateway_policy_seconds": _HISTOGRAM,
         "tenantry_tenant_requests_total": _COUNTER,
         "tenantry_tenant_slo_misses_total": _COUNTER,

@@ -108,6 +108,10 @@ def _tenant_records() -> list[dict[str, Any]]:
                 f"  / sum by ({TENANT_KEYS}) (rate(tenantry_tenant_prompt_tokens_total[1h]))"),
         _gateway_ratio("tenantry:tenant_error_ratio:rate10m", f'{{status_code=~"{ERROR_STATUS}"}}', '{status_code!="429"}'),
         _gateway_ratio("tenantry:tenant_throttled_ratio:rate10m", '{status_code="429"}', ""),
+        # Of those 429s, the ones the platform caused: the plugin's sheds for capacity, not the tenant's own limits.
+        _record("tenantry:tenant_shed_ratio:rate10m",
+                "sum by (tenant) (rate(tenantry_gateway_shed_total[10m]))\n"
+                f"  / sum by (tenant) ({from_team('rate(litellm_proxy_total_requests_metric_total[10m])')})"),
         # Each gateway replica reports the budget as of its own last request, from the spend cached with
         # the key (LiteLLM's user_api_key_cache, 60 s): the replica that saw the most spend is the freshest.
         # Spent is the gateway's cap less what it has left; a chargeback tenant is measured against that cap,

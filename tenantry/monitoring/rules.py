@@ -87,9 +87,9 @@ ALERTS: tuple[Alert, ...] = (
     Alert("TenantErrorRateHigh", ("critical",), "{{ $labels.tenant }} gets more errors than its contract allows",
           "{{ $labels.tenant }} ({{ $labels.tier }}): {{ $value | humanizePercentage }} of its requests failed "
           "with a server error or timeout over 10 minutes, above its max_error_rate."),
-    Alert("TenantGuaranteedThrottled", ("critical",), "Guaranteed tenant {{ $labels.tenant }} is being refused",
-          "{{ $labels.tenant }}: {{ $value | humanizePercentage }} of its requests were answered 429 over "
-          "10 minutes; a guaranteed contract allows 1 %."),
+    Alert("TenantGuaranteedThrottled", ("critical", "warning"), "Guaranteed tenant {{ $labels.tenant }} is being refused",
+          "{{ $labels.tenant }}: {{ $value | humanizePercentage }} of its requests were answered 429 for "
+          "{{ $labels.cause }} over 10 minutes; a guaranteed contract allows 1 %."),
     Alert("TenantBudgetSpent", ("info", "warning", "critical"), "{{ $labels.tenant }} has spent {{ $value | humanizePercentage }} of its budget",
           "{{ $labels.tenant }} ({{ $labels.tier }}) passed {{ $labels.threshold }} of its budget for the window; "
           "at 100 % the gateway refuses its requests."),
@@ -199,9 +199,7 @@ def _tenant_alerts(plan: Plan) -> list[dict[str, Any]]:
         _alert(plan, "TenantErrorRateHigh", "tenantry:tenant_error_ratio:rate10m\n"
                "  > on (tenant) group_left (tier) tenantry:tenant_objective:max_error_rate",
                wait="10m"),
-        _alert(plan, "TenantGuaranteedThrottled", "tenantry:tenant_throttled_ratio:rate10m\n"
-               "  > on (tenant) group_left (tier) tenantry:tenant_objective:max_throttled_ratio",
-               wait="10m"),
+        *_throttled_alerts(plan),
         *(_alert(plan, "TenantBudgetSpent", "tenantry:tenant_budget_spent:ratio\n  >= on (tenant) group_left (tier, threshold) "
                  f'tenantry:tenant_objective:budget_alert_share{{level="{level}"}}', severity=level, wait="1m")
           for level in ("info", "warning", "critical")),
@@ -267,6 +265,19 @@ def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:
                'max by (namespace, job_name) (kube_job_status_failed{job_name=~"tenantry-reconcile-.+"}) > 0',
                wait="0m"),
     ]
+
+
+def _throttled_alerts(plan: Plan) -> list[dict[str, Any]]:
+    """A guaranteed tenant refused past its contract's share: a page when the platform refused it (admission shed it
+    for capacity), a ticket when its own limits did (RPM, TPM, concurrency: the tenant sends more than it bought)."""
+    objective = "  > on (tenant) group_left (tier) tenantry:tenant_objective:max_throttled_ratio"
+    shed = "tenantry:tenant_shed_ratio:rate10m"
+    own = (f"(\n  tenantry:tenant_throttled_ratio:rate10m\n"
+           f"    - on (tenant) ({shed} or 0 * tenantry:tenant_throttled_ratio:rate10m)\n)")
+    return [_alert(plan, "TenantGuaranteedThrottled", f"{shed}\n{objective}", severity="critical",
+                   labels={"cause": "the platform's capacity"}, wait="10m"),
+            _alert(plan, "TenantGuaranteedThrottled", f"{own}\n{objective}", severity="warning",
+                   labels={"cause": "its own limits"}, wait="10m")]
 
 
 def _none_up(job: str) -> str:

@@ -80,6 +80,11 @@ def failsafe(engine: str, tier: str, cause: str) -> float:
     return plugin.FAILSAFE.labels(engine=engine, tier=tier, cause=cause)._value.get()
 
 
+def shed(tenant: str, tier: str, reason: str) -> float:
+    """Requests the platform refused for capacity, as the plugin counts them (the page of TenantGuaranteedThrottled)."""
+    return plugin.SHED.labels(tenant=tenant, tier=tier, reason=reason)._value.get()
+
+
 def seen(running, waiting, kv_usage, *, at, replicas=1):  # noqa: ANN001, ANN201
     """An engine state sampled, and fetched, at `at`."""
     return engine_metrics.EngineState(running=running, waiting=waiting, kv_usage=kv_usage, replicas=replicas,

@@ -115,8 +115,8 @@ def test_errors_and_429s_are_judged_against_each_tenants_own_contract(tmp_path):
     _unit_test(tmp_path, "local", [{"interval": "1m", "input_series": series, "alert_rule_test": [
         {"eval_time": "30m", "alertname": "TenantErrorRateHigh",
          "exp_alerts": [{"exp_labels": {"severity": "critical", "tenant": "acme", "tier": "guaranteed"}}]},
-        {"eval_time": "30m", "alertname": "TenantGuaranteedThrottled",
-         "exp_alerts": [{"exp_labels": {"severity": "critical", "tenant": "acme", "tier": "guaranteed"}}]},
+        {"eval_time": "30m", "alertname": "TenantGuaranteedThrottled", "exp_alerts": [{"exp_labels": {
+            "severity": "warning", "tenant": "acme", "tier": "guaranteed", "cause": "its own limits"}}]},
     ]}])
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from litellm.proxy._types import ProxyException
 
-from tests.unit.policy_plugin import engine_metrics, failsafe, key, local_settings, run
+from tests.unit.policy_plugin import engine_metrics, failsafe, key, local_settings, run, shed
 from tests.unit.policy_plugin import plugin as tp
 
 
@@ -18,11 +18,13 @@ def test_a_lost_redis_fails_safe_per_tier():
     gone = tp.TenantPolicy(settings, redis=aioredis.Redis(host="127.0.0.1", port=9, socket_timeout=0.2),
                            metrics=engine_metrics.EngineMetrics(settings))
     before = failsafe("tiny", "guaranteed", "redis"), failsafe("tiny", "spot", "redis")
+    shed_before = shed("initech", "spot", "redis")
     assert run(gone.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     with pytest.raises(ProxyException) as refused:
         run(gone.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert refused.value.code == "429" and "admission state unavailable" in refused.value.message
     assert refused.value.headers[tp.SHED_HEADER] == "redis"
+    assert shed("initech", "spot", "redis") == shed_before + 1
     assert (failsafe("tiny", "guaranteed", "redis"), failsafe("tiny", "spot", "redis")) == (before[0] + 1, before[1] + 1)
 
 

@@ -12,7 +12,7 @@ import time
 import pytest
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
-from tests.unit.policy_plugin import errors, failsafe, key, ledger, metrics, release_once_full_and_ask, run, seen
+from tests.unit.policy_plugin import errors, failsafe, key, ledger, metrics, release_once_full_and_ask, run, seen, shed
 from tests.unit.policy_plugin import plugin as tp
 
 
@@ -183,6 +183,7 @@ def test_without_a_wait_the_limit_refuses_at_once(policy):
         release_once_full_and_ask(policy, admitted)
     assert "its limit is 3" in refused.value.message
     assert tp.SHED_HEADER not in refused.value.headers  # the tenant's own limit, not a shed for capacity
+    assert shed("globex", "best-effort", "concurrency") == 0  # and never counted as the platform's refusal
 
 
 def test_a_flood_beyond_the_limit_is_refused_at_once_beyond_one_waiter_per_slot(policy):
@@ -247,11 +248,13 @@ def test_reserved_slots_stay_free_for_their_owner(policy):
 
 def test_a_saturated_engine_sheds_spot_first(policy):
     policy.metrics._states["tiny"] = seen(8, 2, 0.5, at=time.time())
+    before = shed("initech", "spot", "saturated")
     with pytest.raises(ProxyException) as refused:
         run(policy.async_pre_call_hook(key("initech"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert refused.value.code == "429" and "spot traffic paused" in refused.value.message
     assert refused.value.headers["Retry-After"] == "10"
     assert refused.value.headers[tp.SHED_HEADER] == "saturated"
+    assert shed("initech", "spot", "saturated") == before + 1  # counted as the platform's refusal, once
     assert run(policy.async_pre_call_hook(key("globex"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
     assert run(policy.async_pre_call_hook(key("acme"), None, {"model": "tiny", "prompt": "x"}, "atext_completion"))
 
