@@ -66,6 +66,15 @@ operator on the old CRDs. Its two images from the pins, where the chart's defaul
 of the cluster's version."""
 
 
+UNREACHABLE_CONTROL_PLANE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")
+"""Components whose scrape kube-prometheus-stack switches on by default, which Prometheus cannot reach in any
+cluster.environment tenantry supports: EKS, GKE and AKS run the control plane outside the cluster, and kubeadm
+(bare-metal) binds the scheduler's, controller-manager's, etcd's and kube-proxy's metrics to 127.0.0.1. Left on,
+KubeSchedulerDown and KubeControllerManagerDown (absent(up == 1)), KubeProxyDown and etcdMembersDown page forever.
+The chart gates each scrape, its rule groups and its *Down alert on the same `<component>.enabled`
+(hack/sync_prometheus_rules: AlertConditionMap, the rule groups' conditions)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ObservabilityArgs:
     rule_groups: tuple[dict[str, Any], ...] = ()
@@ -89,7 +98,8 @@ class Observability(pulumi.ComponentResource):
         # node-exporter needs the host's network and PID namespaces.
         namespace = chart_namespace(f"{name}-namespace", pin, "privileged", self)
         values = deep_merge(pin.values, {"kube-state-metrics": {
-            "metricLabelsAllowlist": [f"nodes=[{','.join(NODE_LABELS_FOR_RULES)}]"]}, "crds": CRD_UPGRADE_VALUES})
+            "metricLabelsAllowlist": [f"nodes=[{','.join(NODE_LABELS_FOR_RULES)}]"]}, "crds": CRD_UPGRADE_VALUES,
+            **{component: {"enabled": False} for component in UNREACHABLE_CONTROL_PLANE}})
         depends: list[pulumi.Resource] = [namespace]
         if args.alert_routing is not None:
             depends.append(self._webhook_secret(name, args.webhook_urls, namespace))

@@ -93,6 +93,17 @@ def test_alertmanager_starts_after_its_webhook_secret_exists(rendered):
     assert secret.urn in _stack_release(rendering).dependencies
 
 
+def test_no_scrape_or_alert_waits_on_a_control_plane_the_cluster_does_not_expose(rendered):
+    """Not rendered by Helm here: the pinned chart gates the scrape, the rule groups and KubeSchedulerDown,
+    KubeControllerManagerDown, KubeProxyDown and etcd's alerts on `<component>.enabled`
+    (hack/sync_prometheus_rules), which every environment tenantry supports must set off."""
+    plan, rendering = rendered
+    values = _stack_release(rendering).inputs["values"]
+    assert plan.cluster.environment in ("eks", "gke", "aks", "bare-metal")
+    for component in ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy"):
+        assert values[component] == {"enabled": False}, component
+
+
 def test_kube_state_metrics_exports_every_node_label_the_rules_read(rendered):
     plan, rendering = rendered
     allowed = _stack_release(rendering).inputs["values"]["kube-state-metrics"]["metricLabelsAllowlist"]
