@@ -187,7 +187,9 @@ class Gateway(pulumi.ComponentResource):
             f"{name}-reconcile-drift",
             metadata={"name": "tenantry-reconcile", "namespace": ns, "labels": job_labels},
             spec={"schedule": "*/15 * * * *", "concurrencyPolicy": "Forbid", "successfulJobsHistoryLimit": 1,
-                  "failedJobsHistoryLimit": 3, "jobTemplate": {"spec": {"backoffLimit": 2, "template": pod}}},
+                  "failedJobsHistoryLimit": 3,
+                  # Labelled as the one-shot Job is: on-call lists both kinds of run by the same selector.
+                  "jobTemplate": {"metadata": {"labels": job_labels}, "spec": {"backoffLimit": 2, "template": pod}}},
             opts=child,
         )
 

@@ -129,8 +129,9 @@ ALERTS: tuple[Alert, ...] = (
     Alert("RedisDown", ("critical",), "Redis, where limits are shared, is unreachable",
           "Most of the gateway's Redis calls fail, or its Deployment has no replica available: limits and the "
           "concurrency ledger are not shared; admission runs in fail-safe."),
-    Alert("ReconcilerJobFailed", ("warning",), "The tenant reconciler job {{ $labels.job_name }} failed",
-          "Teams and keys may differ from the Plan until a run succeeds."),
+    Alert("ReconcilerJobFailed", ("warning",), "The tenant reconciler {{ $labels.job_name }} failed",
+          "The Job applying a change of tenants spent its retries, or the drift CronJob has not succeeded for three "
+          "runs: teams and keys may differ from the Plan until a run succeeds."),
     Alert("GpuXidError", ("critical",), "GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $value }}",
           "The driver reported a new XID error on {{ $labels.node }}, GPU {{ $labels.gpu }}, not one an "
           "application causes (13, 31, 43, 45)."),
@@ -261,10 +262,28 @@ def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:
         _alert(plan, "RedisDown", f"{_failing('litellm_redis')}\n"
                'or max by (deployment) (kube_deployment_status_replicas_available{deployment="tenantry-redis"}) == 0',
                wait="2m"),
-        _alert(plan, "ReconcilerJobFailed",
-               'max by (namespace, job_name) (kube_job_status_failed{job_name=~"tenantry-reconcile-.+"}) > 0',
-               wait="0m"),
+        _alert(plan, "ReconcilerJobFailed", _reconciler_failed(), wait="0m"),
     ]
+
+
+RECONCILER_CRONJOB = "tenantry-reconcile"
+"""The CronJob that undoes drift every 15 minutes (tenantry/deploy/gateway.py); `pulumi up` runs a one-shot Job
+tenantry-reconcile-<10 hex digits of its files> when the tenants change."""
+RECONCILER_STALE_SECONDS = 45 * 60
+"""Three of the CronJob's runs in a row without a success."""
+
+
+def _reconciler_failed() -> str:
+    """The one-shot Job's Failed condition (its retries spent: kube_job_status_failed counts failed pods, one a
+    retry saved included), or the CronJob without a success for three runs (a run that failed and the next that
+    succeeded is no failure left; its failed Jobs stay in the history). A CronJob that never succeeded counts from
+    its creation."""
+    succeeded = (f'kube_cronjob_status_last_successful_time{{cronjob="{RECONCILER_CRONJOB}"}}\n'
+                 f'    or kube_cronjob_created{{cronjob="{RECONCILER_CRONJOB}"}}')
+    return (f'max by (namespace, job_name) (kube_job_failed{{condition="true", '
+            f'job_name=~"{RECONCILER_CRONJOB}-[0-9a-f]{{10}}"}}) > 0\n'
+            f'or label_replace(\n  time() - max by (namespace, cronjob) (\n    {succeeded}\n  ) > '
+            f'{RECONCILER_STALE_SECONDS},\n  "job_name", "$1", "cronjob", "(.+)")')
 
 
 def _throttled_alerts(plan: Plan) -> list[dict[str, Any]]:

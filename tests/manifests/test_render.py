@@ -5,6 +5,7 @@ follow tenantry's policies, keep secrets secret, and carry the Plan's numbers.""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,11 @@ def test_reconciler_job_carries_every_tenant_and_reruns_when_they_change(rendere
     assert {t["team_alias"]: t["tpm_limit"] for t in teams} == {t.name: t.tpm for t in plan.tenants}
     jobs = [j for j in by_kind(rendering, "Job") if j["metadata"]["labels"][COMPONENT_LABEL] != CACHE_COMPONENT]
     assert len(jobs) == 1 and jobs[0]["metadata"]["name"].startswith("tenantry-reconcile-")
-    assert named(rendering, "CronJob", "tenantry-reconcile")["spec"]["schedule"] == "*/15 * * * *"
+    cronjob = named(rendering, "CronJob", "tenantry-reconcile")
+    assert cronjob["spec"]["schedule"] == "*/15 * * * *"
+    # Both kinds of run answer the runbook's selector, and ReconcilerJobFailed matches the one-shot Job's name.
+    assert cronjob["spec"]["jobTemplate"]["metadata"]["labels"] == jobs[0]["metadata"]["labels"]
+    assert re.fullmatch(r"tenantry-reconcile-[0-9a-f]{10}", jobs[0]["metadata"]["name"])
     keys = named(rendering, "Secret", "tenantry-tenant-keys")
     assert isinstance(keys["stringData"], Secret)
 

@@ -87,6 +87,24 @@ def _postgres_scrape(up: int) -> dict[str, str]:
     return {'up{job="tenantry/tenantry-postgres-metrics", pod="tenantry-postgres-1"}': gauge(up)}
 
 
+def _one_shot_job(failed: bool) -> dict[str, str]:
+    job = 'namespace="tenantry", job_name="tenantry-reconcile-0123abcdef"'
+    return {f'kube_job_failed{{{job}, condition="true"}}': gauge(int(failed)),
+            f'kube_job_failed{{{job}, condition="false"}}': gauge(int(not failed)),
+            f"kube_job_status_failed{{{job}}}": gauge(1 if not failed else 7)}
+
+
+def _reconciler_cronjob(every: int | None) -> dict[str, str]:
+    """kube-state-metrics' view of the drift CronJob created at 0: its last success every `every` minutes
+    (None: never, so the series is absent)."""
+    cronjob = 'namespace="tenantry", cronjob="tenantry-reconcile"'
+    series = {f"kube_cronjob_created{{{cronjob}}}": gauge(0)}
+    if every:
+        series[f"kube_cronjob_status_last_successful_time{{{cronjob}}}"] = " ".join(
+            str(minute // every * every * 60) for minute in range(MINUTES))
+    return series
+
+
 def _db_failures(call: str, every: int) -> dict[str, str]:
     """LiteLLM's failed-PostgreSQL-call counter for one call, as prometheus_services.py labels it (the service's
     own label, the error's class, the call), absent until the first failure, one more every `every` minutes."""
@@ -197,10 +215,17 @@ CASES = [
     Case("PostgresSpendWritesFailing", _db_failures("update_spend", every=1), _db_failures("update_spend", every=4),
          [{}], shared=_db_failures("get_data", every=1), holds=(3, 4)),
     Case("RedisDown", _service("litellm_redis", 6, 10), _service("litellm_redis", 5, 10), [{}]),
-    Case("ReconcilerJobFailed", {'kube_job_status_failed{namespace="tenantry", job_name="tenantry-reconcile-29"}': gauge(1)},
-         {'kube_job_status_failed{namespace="tenantry", job_name="tenantry-reconcile-29"}': gauge(0)},
-         [{"namespace": "tenantry", "job_name": "tenantry-reconcile-29"}], stack="h100x8-shared-70b",
-         shared={'kube_job_status_failed{namespace="other", job_name="backup-29"}': gauge(1)}),
+    # The one-shot Job with its retries spent fires; one whose failed pod a retry saved (kube_job_status_failed 1,
+    # the Failed condition false) does not, nor another namespace's Job.
+    Case("ReconcilerJobFailed", _one_shot_job(failed=True), _one_shot_job(failed=False),
+         [{"namespace": "tenantry", "job_name": "tenantry-reconcile-0123abcdef"}], stack="h100x8-shared-70b",
+         shared={**_reconciler_cronjob(every=15), 'kube_job_failed{namespace="other", job_name="backup-29", '
+                 'condition="true"}': gauge(1)}),
+    # The CronJob without a success since minute 0 fires once 45 minutes have passed; one succeeding every
+    # 15 minutes (its failed Jobs in between kept in the history) does not.
+    Case("ReconcilerJobFailed", _reconciler_cronjob(every=None), _reconciler_cronjob(every=15),
+         [{"namespace": "tenantry", "cronjob": "tenantry-reconcile", "job_name": "tenantry-reconcile"}],
+         stack="h100x8-shared-70b", holds=(46, 46)),
     # A new XID 79 (fallen off the bus) pages; the same code held since before (the gauge is sticky) and a new
     # application XID 13 do not.
     Case("GpuXidError", {f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}}": _xid(0, 79)},
