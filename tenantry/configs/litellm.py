@@ -23,6 +23,7 @@ PLUGIN_FILES = (
     "tenant_policy_decision.py",
     "tenant_policy_outcomes.py",
     "tenant_policy_metrics.py",
+    "tenant_policy_gc.py",
 )
 """The plugin's files in tenantry/gateway/, shipped side by side next to the
 config: LiteLLM loads the first (POLICY_CALLBACK), which imports the others

@@ -63,6 +63,7 @@ import tenant_policy_decision  # noqa: E402
 import tenant_policy_engine_metrics  # noqa: E402
 import tenant_policy_errors  # noqa: E402
 import tenant_policy_front_door  # noqa: E402
+import tenant_policy_gc  # noqa: E402
 import tenant_policy_ledger  # noqa: E402
 import tenant_policy_metrics  # noqa: E402
 import tenant_policy_outcomes  # noqa: E402
@@ -349,5 +350,6 @@ def __getattr__(name: str) -> Any:
         if _instance is None:
             _instance = TenantPolicy()
             tenant_policy_front_door.install(_instance.settings.front_door)
+            tenant_policy_gc.install()
         return _instance
     raise AttributeError(name)

@@ -283,6 +283,16 @@ def test_status_reports_every_process_healthy(stack):
     assert all(r.healthy and r.state == "RUNNING" and r.pid for r in rows), rows
 
 
+def test_each_gateway_replica_collects_garbage_on_its_event_loop(stack):
+    """CPython 3.11's collector, started by an allocation inside a ContextVar.set, can free what that set copies
+    (python/cpython#148891, the gateway's segfault): the plugin moves the collector onto the loop as LiteLLM
+    loads it (tests/unit/test_policy_gc.py proves the crash and its absence). Each replica says so as it starts."""
+    for replica in (0, 1):
+        logs = "".join(p.read_text(errors="replace") for p in stack.layout.logs.glob(f"gateway-{replica}.log*"))
+        assert "tenantry: cyclic garbage is collected on the event loop" in logs, replica
+        assert "the cyclic collector runs as CPython schedules it" not in logs, replica
+
+
 @pytest.mark.slow
 def test_down_leaves_nothing_and_up_again_keeps_data_and_keys(stack):
     pids = [r.pid for r in local.status(stack.layout) if r.pid]
