@@ -74,6 +74,16 @@ ALERTS: tuple[Alert, ...] = (
     Alert("PostgresSpendWritesFailing", ("critical",), "Spend is not being written to PostgreSQL",
           "LiteLLM's spend writes keep failing after their retries ({{ $value | printf \"%.0f\" }} in the last 3 "
           "minutes): budgets and the spend view fall behind what is served."),
+    Alert("PostgresBackupFailed", ("warning",), "PostgreSQL's latest base backup failed",
+          "The Barman Cloud plugin's last base backup of the gateway's PostgreSQL failed after its last good one: "
+          "the next scheduled one must succeed, or point-in-time recovery ages."),
+    Alert("PostgresBackupTooOld", ("critical",), "PostgreSQL has no recent base backup",
+          "The newest base backup of the gateway's PostgreSQL is {{ $value | humanizeDuration }} old, longer than "
+          "its schedule's longest gap and an hour: scheduled backups are not happening."),
+    Alert("PostgresWalArchivingFailing", ("critical",), "PostgreSQL cannot archive its WAL on {{ $labels.pod }}",
+          "{{ $value }} finished WAL segments on {{ $labels.pod }} wait to be archived: point-in-time recovery "
+          "stops at the last archived one, and PostgreSQL keeps every unarchived segment on its volume until it "
+          "fills."),
     Alert("RedisDown", ("critical",), "Redis, where limits are shared, is unreachable",
           "Most of the gateway's Redis calls fail, or its Deployment has no replica available: limits and the "
           "concurrency ledger are not shared; admission runs in fail-safe."),

@@ -44,6 +44,8 @@ DCGM = Source("dcgm", "the DCGM exporter's metrics list in charts/gpu-operator/v
 KUBE_STATE = Source("kube-state-metrics", "kube-state-metrics v2 (internal/store of v2.20.0)", local=False)
 CLOUDNATIVE_PG = Source("cloudnative-pg", "CloudNativePG 1.30's instance exporter (pkg/management/postgres/webserver/"
                         "metricserver)", local=False)
+BARMAN_CLOUD = Source("barman-cloud", "the Barman Cloud plugin v0.13.0 (web/docs/observability.md), through the "
+                      "instances' exporter", local=False)
 
 _COUNTER, _GAUGE, _HISTOGRAM = "counter", "gauge", "histogram"
 
@@ -124,8 +126,12 @@ _BY_SOURCE: dict[Source, dict[str, str]] = {
     },
     CLOUDNATIVE_PG: {
         "cnpg_collector_up": _GAUGE,
-        "cnpg_collector_last_failed_backup_timestamp": _GAUGE,
-        "cnpg_collector_last_available_backup_timestamp": _GAUGE,
+        "cnpg_collector_pg_wal_archive_status": _GAUGE,
+    },
+    BARMAN_CLOUD: {
+        "barman_cloud_cloudnative_pg_io_last_failed_backup_timestamp": _GAUGE,
+        "barman_cloud_cloudnative_pg_io_last_available_backup_timestamp": _GAUGE,
+        "barman_cloud_cloudnative_pg_io_first_recoverability_point": _GAUGE,
     },
 }
 

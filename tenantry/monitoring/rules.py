@@ -131,10 +131,40 @@ def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:
         alert_rule(plan, "PostgresDown", f"{_failing('litellm_postgres')}\nor max by (cluster) (cnpg_collector_up) == 0\n"
                    f"or {_none_up(f'{plan.platform.namespace}/{POSTGRES_POD_MONITOR}')}", wait="2m"),
         alert_rule(plan, "PostgresSpendWritesFailing", SPEND_WRITE_FAILURES, wait="5m"),
+        *_backup_alerts(plan),
         alert_rule(plan, "RedisDown", f"{_failing('litellm_redis')}\n"
                    'or max by (deployment) (kube_deployment_status_replicas_available{deployment="tenantry-redis"}) == 0',
                    wait="2m"),
         alert_rule(plan, "ReconcilerJobFailed", _reconciler_failed(), wait="0m"),
+    ]
+
+
+BACKUP_SLACK_SECONDS = 3600
+"""What a base backup may take beyond its schedule's longest gap before its absence is news."""
+WAL_READY_SEGMENTS = 10
+"""Finished WAL segments (16 MiB each) waiting for the archiver: a healthy archiver keeps this at 0 or 1."""
+
+
+def _backup_alerts(plan: Plan) -> list[dict[str, Any]]:
+    """Base backups and WAL archiving through the Barman Cloud plugin, where the spec sets a destination. The plugin
+    publishes the backup times through the instances' exporter (barman_cloud_cloudnative_pg_io_*, plugin-barman-cloud
+    v0.13.0 web/docs/observability.md; CloudNativePG's own cnpg_collector_last_*backup* stay 0 with the plugin);
+    the archiver's backlog is CloudNativePG's (cnpg_collector_pg_wal_archive_status{value="ready"}): time since the
+    last archived segment is no measure, a quiet database archives nothing for hours. No backup at all counts from
+    0 where kube-state-metrics reports nodes."""
+    if plan.platform.postgres_backup_destination is None:
+        return []
+    io = "barman_cloud_cloudnative_pg_io"
+    newest = f"max by (namespace) ({io}_last_available_backup_timestamp)"
+    late = plan.platform.postgres_backup_longest_gap_seconds + BACKUP_SLACK_SECONDS
+    return [
+        alert_rule(plan, "PostgresBackupFailed", f"max by (namespace) ({io}_last_failed_backup_timestamp)\n"
+                   f"  > {newest}", wait="5m"),
+        alert_rule(plan, "PostgresBackupTooOld", f"time() - (\n  max({io}_last_available_backup_timestamp)\n"
+                   f"  or on () 0 * count(kube_node_labels)\n) > {late}", wait="15m"),
+        alert_rule(plan, "PostgresWalArchivingFailing",
+                   f'max by (namespace, pod) (cnpg_collector_pg_wal_archive_status{{value="ready"}}) > '
+                   f"{WAL_READY_SEGMENTS}", wait="15m"),
     ]
 
 

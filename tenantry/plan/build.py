@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from datetime import datetime, timezone
+
+from croniter import croniter
 
 from tenantry.catalog.gpus import gpu_resources
 from tenantry.plan.cluster import plan_cluster
@@ -25,6 +28,9 @@ from tenantry.plan.routes import group_routes, routes
 from tenantry.plan.tenants import FallbackGraph, plan_tenant, warn_guarantees_for_most
 from tenantry.spec.identity_checks import bucket_schemes
 from tenantry.spec.schema import TIERS, Spec
+
+SCHEDULE_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+"""Where a schedule's runs are counted from: a fixed day, so the Plan reads no clock."""
 
 
 def plan(spec: Spec, stack: str) -> Plan:
@@ -137,6 +143,14 @@ def engine_scrape_interval(metrics_max_age_seconds: float) -> int:
     return max(1, min(ENGINE_SCRAPE_CEILING_SECONDS, math.floor(metrics_max_age_seconds / 2)))
 
 
+def longest_gap_seconds(schedule: str) -> int:
+    """The longest time between two runs of a six-field cron schedule (CloudNativePG's, seconds first), over its next
+    hundred runs from a fixed day: deterministic, and long enough to meet a monthly schedule's shortest month."""
+    runs = croniter(schedule, SCHEDULE_EPOCH, second_at_beginning=True)
+    times = [runs.get_next(float) for _ in range(100)]
+    return int(max(later - earlier for earlier, later in zip(times, times[1:])))
+
+
 def _plan_platform(spec: Spec) -> PlatformPlan:
     postgres = spec.platform.postgres
     return PlatformPlan(
@@ -146,6 +160,7 @@ def _plan_platform(spec: Spec) -> PlatformPlan:
         postgres_storage_bytes=postgres.storage_gib * 2**30,
         postgres_backup_destination=postgres.backup_destination,
         postgres_backup_schedule=postgres.backup_schedule,
+        postgres_backup_longest_gap_seconds=longest_gap_seconds(postgres.backup_schedule),
         postgres_backup_retention_days=postgres.backup_retention_days,
         cloud_identity=_plan_cloud_identity(spec),
         runbook_base_url=spec.platform.runbook_base_url,

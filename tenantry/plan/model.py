@@ -348,6 +348,9 @@ class PlatformPlan:
     postgres_storage_bytes: int
     postgres_backup_destination: str | None
     postgres_backup_schedule: str
+    postgres_backup_longest_gap_seconds: int
+    """The longest wait between two base backups the schedule starts: a last backup older than this (and the time
+    one takes) is a backup missed."""
     postgres_backup_retention_days: int
     cloud_identity: CloudIdentityPlan | None
     runbook_base_url: str

@@ -8,6 +8,9 @@ Capacity (does it fit?) is not checked here: that is the planner's verdict.
 
 from __future__ import annotations
 
+from croniter import croniter
+from croniter.croniter import CroniterError
+
 from tenantry.catalog.gpus import GPU_TYPES, GpuType, place_mig_layout, valid_mig_layouts
 from tenantry.findings import Loc
 from tenantry.spec.engine_checks import check_engines
@@ -30,6 +33,7 @@ def check_references(spec: Spec) -> list[Problem]:
     problems += check_cloud_identity(spec)
     problems += _check_metrics_api(spec)
     problems += _check_runbook_links(spec)
+    problems += _check_backup_schedule(spec)
     return problems
 
 
@@ -67,6 +71,18 @@ def _check_metrics_api(spec: Spec) -> list[Problem]:
     if cluster.metrics_api == "install" and cluster.environment in MANAGED_METRICS_API:
         return [(("cluster", "metrics_api"), f"install on {cluster.environment}, whose clusters run their own "
                  "metrics-server: a second would contend for the APIService v1beta1.metrics.k8s.io; use present")]
+    return []
+
+
+def _check_backup_schedule(spec: Spec) -> list[Problem]:
+    """CloudNativePG reads the schedule as Go's cron with seconds first; the Plan reads it to know when a backup is
+    late (tenantry/plan/build.py: longest_gap_seconds)."""
+    schedule = spec.platform.postgres.backup_schedule
+    try:
+        croniter(schedule, second_at_beginning=True)
+    except (CroniterError, ValueError) as error:
+        return [(("platform", "postgres", "backup_schedule"), f"'{schedule}' is not a schedule: six fields, seconds "
+                 f"first, as '0 0 3 * * *' (03:00 every day) ({type(error).__name__})")]
     return []
 
 

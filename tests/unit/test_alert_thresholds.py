@@ -105,6 +105,21 @@ def _reconciler_cronjob(every: int | None) -> dict[str, str]:
     return series
 
 
+def _backups(available: float, failed: float | None = None) -> dict[str, str]:
+    """The Barman Cloud plugin's backup times, as the instance's exporter publishes them."""
+    io, pod = "barman_cloud_cloudnative_pg_io", 'namespace="tenantry", pod="tenantry-postgres-1"'
+    series = {f"{io}_last_available_backup_timestamp{{{pod}}}": gauge(available)}
+    if failed is not None:
+        series[f"{io}_last_failed_backup_timestamp{{{pod}}}"] = gauge(failed)
+    return series
+
+
+def _wal_ready(segments: int) -> dict[str, str]:
+    pod = 'namespace="tenantry", pod="tenantry-postgres-1"'
+    return {f'cnpg_collector_pg_wal_archive_status{{{pod}, value="ready"}}': gauge(segments),
+            f'cnpg_collector_pg_wal_archive_status{{{pod}, value="done"}}': gauge(40)}
+
+
 def _db_failures(call: str, every: int) -> dict[str, str]:
     """LiteLLM's failed-PostgreSQL-call counter for one call, as prometheus_services.py labels it (the service's
     own label, the error's class, the call), absent until the first failure, one more every `every` minutes."""
@@ -214,6 +229,15 @@ CASES = [
     Case("PostgresDown", KSM, {**_postgres_scrape(1), **KSM}, [{}], stack="h100x8-shared-70b"),
     Case("PostgresSpendWritesFailing", _db_failures("update_spend", every=1), _db_failures("update_spend", every=4),
          [{}], shared=_db_failures("get_data", every=1), holds=(3, 4)),
+    # The latest base backup failed after the last good one; a failure older than the last good one is over.
+    Case("PostgresBackupFailed", _backups(failed=200, available=100), _backups(failed=100, available=200),
+         [{"namespace": "tenantry"}], stack="h100x8-shared-70b"),
+    # The newest backup 25 h before the series start (the daily schedule's 24 h gap and an hour) against one
+    # 24 h 5 min before it, still within the bound 55 minutes later.
+    Case("PostgresBackupTooOld", {**_backups(available=-90_000), **KSM}, {**_backups(available=-86_000), **KSM},
+         [{}], stack="h100x8-shared-70b", holds=(1, 1)),
+    Case("PostgresWalArchivingFailing", _wal_ready(11), _wal_ready(10),
+         [{"namespace": "tenantry", "pod": "tenantry-postgres-1"}], stack="h100x8-shared-70b"),
     Case("RedisDown", _service("litellm_redis", 6, 10), _service("litellm_redis", 5, 10), [{}]),
     # The one-shot Job with its retries spent fires; one whose failed pod a retry saved (kube_job_status_failed 1,
     # the Failed condition false) does not, nor another namespace's Job.
@@ -296,3 +320,13 @@ def test_a_held_xid_stops_paging_and_a_new_one_pages_again(tmp_path):
         {"eval_time": "5m", "alertname": "GpuXidError", "exp_alerts": firing},
         {"eval_time": "20m", "alertname": "GpuXidError", "exp_alerts": []},
         {"eval_time": "26m", "alertname": "GpuXidError", "exp_alerts": firing}]}])
+
+
+def test_a_cluster_that_never_backed_up_pages_once_its_schedule_has_been_missed(tmp_path):
+    """No backup series at all (the plugin never completed one), on a cluster: the daily schedule's 25 hours
+    count from 0. Five-minute samples, within Prometheus's five-minute lookback."""
+    firing = [{"exp_labels": {"severity": "critical"}}]
+    _unit_test(tmp_path, "h100x8-shared-70b", [{"interval": "5m", "input_series": _series({
+        'kube_node_labels{node="gpu-0", label_tenantry_io_pool="h100"}': "1x330"}), "alert_rule_test": [
+        {"eval_time": "24h55m", "alertname": "PostgresBackupTooOld", "exp_alerts": []},
+        {"eval_time": "25h20m", "alertname": "PostgresBackupTooOld", "exp_alerts": firing}]}])

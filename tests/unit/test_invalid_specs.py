@@ -202,6 +202,8 @@ INVALID: list[tuple[str, Callable[[Spec], Spec], str, str]] = [
      "'install' or 'present'"),
     ("second-metrics-server-on-gke", _chain(_set("cluster.environment", "gke"), _set("cluster.metrics_api", "install")),
      "cluster.metrics_api", "a second would contend for the APIService v1beta1.metrics.k8s.io"),
+    ("backup-schedule-hour-25", _set("platform.postgres.backup_schedule", "0 0 25 * * *"),
+     "platform.postgres.backup_schedule", "'0 0 25 * * *' is not a schedule: six fields, seconds first"),
     ("runbooks-as-a-path-on-a-gpu-stack", _set("platform.runbook_base_url", "runbooks"), "platform.runbook_base_url",
      "'runbooks' is not a link: pool whole has GPUs"),
 ]
