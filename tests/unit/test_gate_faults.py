@@ -135,6 +135,16 @@ def test_each_replica_is_judged_from_its_own_first_refusal_for_redis(plan):
     assert not check_redis_outage([*redis_outage_run(), *on_one, late], plan, run).passed
 
 
+def test_a_request_sent_while_the_first_refusal_still_waited_on_redis_may_have_been_served(plan):
+    """The replica refused its first request for Redis 0.3 s after it was sent (15 s): one sent 0.2 s after it
+    may have reached Redis before it went; one sent once that refusal was answered may not."""
+    run = scenario("redis-outage", plan, short=True)
+    before_the_answer = lower(15.2, status=200, shed="", error="")
+    after_the_answer = lower(15.4, status=200, shed="", error="")
+    assert check_redis_outage([*redis_outage_run(), before_the_answer], plan, run).passed
+    assert not check_redis_outage([*redis_outage_run(), after_the_answer], plan, run).passed
+
+
 @pytest.mark.parametrize(("extra", "says"), [
     ([sent(20, status=429, error="busy", shed="redis")], "1 guaranteed request(s) refused for capacity or unanswered"),
     ([sent(20, status=0, error="ReadTimeout")], "1 guaranteed request(s) refused for capacity or unanswered"),
