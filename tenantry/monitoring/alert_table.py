@@ -56,8 +56,6 @@ ALERTS: tuple[Alert, ...] = (
     Alert("EnginePreemptionsRising", ("warning",), "Engine {{ $labels.engine }} keeps preempting requests",
           "{{ $labels.engine }} preempts {{ $value | printf \"%.2f\" }} requests a second: the KV cache is "
           "overcommitted against the Plan's sizing."),
-    Alert("EngineAdapterLoadFailed", ("warning",), "Requests for adapter {{ $labels.adapter }} fail: not loaded",
-          "The engine {{ $labels.engine }} answers 404 for adapter {{ $labels.adapter }}: it did not load it."),
     Alert("EngineTtftHigh", ("warning",), "Engine {{ $labels.engine }}'s p95 TTFT is over its tightest tenant objective",
           "{{ $labels.engine }}'s p95 time to first token is {{ $value | humanizeDuration }}, above the tightest "
           "objective of the tenants it serves."),

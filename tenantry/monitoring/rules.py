@@ -88,33 +88,28 @@ def _tenant_alerts(plan: Plan) -> list[dict[str, Any]]:
 def _engine_alerts(plan: Plan, e: EnginePlan) -> list[dict[str, Any]]:
     """Engine series are selected by their scrape job, the engine's Service on Kubernetes and its
     job name on the local stack; the queue, KV cache and TTFT alerts fire on the signals KEDA scales
-    autoscaled engines on (tenantry/monitoring/signals.py)."""
+    autoscaled engines on (tenantry/monitoring/signals.py). An adapter that does not load is no alert of its
+    own: vLLM loads the spec's adapters at start (--lora-modules, runtime loading off) and exits when one fails
+    (vllm/entrypoints/openai/models/serving.py: init_static_loras raises), so it is EngineDown."""
     job = f'job="{e.name}"'
     who = {"engine": e.name, "pool": e.pool}
-    adapters = "|".join(a.name for a in e.lora.adapters)
     signals = {s.alert: s for s in engine_signals(plan, e)}
     rules = [
         alert_rule(plan, "EngineDown", f"max by (job) (up{{{job}}}) == 0\nor absent(up{{{job}}})\n"
                    f'or max by (deployment) (kube_deployment_status_replicas_available{{deployment="{e.name}"}}) == 0',
                    wait="1m", labels=who),
-        *(_signalalert_rule(plan, signals[name], who) for name in ("EngineQueueBacklog", "EngineKvCacheFull")),
+        *(_signal_alert(plan, signals[name], who) for name in ("EngineQueueBacklog", "EngineKvCacheFull")),
         alert_rule(plan, "EnginePreemptionsRising", f"sum by (job) (rate(vllm:num_preemptions_total{{{job}}}[15m])) > 0",
                    wait="15m", labels=who),
     ]
-    if adapters:
-        rules.append(alert_rule(
-            plan, "EngineAdapterLoadFailed",
-            f'label_replace(sum by (model_group) (rate(litellm_deployment_failure_responses_total'
-            f'{{model_group=~"{adapters}", exception_status="404"}}[5m])), "adapter", "$1", "model_group", "(.+)") > 0',
-            wait="5m", labels=who))
     if "EngineTtftHigh" in signals:
-        rules.append(_signalalert_rule(plan, signals["EngineTtftHigh"], who))
+        rules.append(_signal_alert(plan, signals["EngineTtftHigh"], who))
     return rules
 
 
 
 
-def _signalalert_rule(plan: Plan, signal: EngineSignal, who: dict[str, str]) -> dict[str, Any]:
+def _signal_alert(plan: Plan, signal: EngineSignal, who: dict[str, str]) -> dict[str, Any]:
     return alert_rule(plan, signal.alert, f"{signal.query} > {signal.threshold:g}", wait=signal.wait, labels=who)
 
 

@@ -194,11 +194,6 @@ CASES = [
          {'vllm:kv_cache_usage_perc{job="tiny"}': gauge(0.9)}, [TINY]),
     Case("EnginePreemptionsRising", {'vllm:num_preemptions_total{job="tiny"}': counter(1)},
          {'vllm:num_preemptions_total{job="tiny"}': gauge(3)}, [TINY]),
-    Case("EngineAdapterLoadFailed",
-         {'litellm_deployment_failure_responses_total{model_group="globex-legal", exception_status="404"}': counter(1)},
-         {'litellm_deployment_failure_responses_total{model_group="globex-legal", exception_status="404"}': gauge(2),
-          'litellm_deployment_failure_responses_total{model_group="globex-legal", exception_status="500"}': counter(1)},
-         [{"engine": "tiny", "pool": "local", "model_group": "globex-legal", "adapter": "globex-legal"}]),
     # tiny serves acme, whose 2 s is the tightest TTFT objective: p95 within (2.5, 5] is over, within (1, 2] is not.
     Case("EngineTtftHigh",
          _histogram("vllm:time_to_first_token_seconds", 'job="tiny"', {"1": 0, "2": 0, "2.5": 0, "5": 10, "+Inf": 10}),
