@@ -76,6 +76,18 @@ class Rendering:
     def releases(self) -> list[Recorded]:
         return self.of_type("Release")
 
+    def engine_urn(self, resource: Recorded) -> str:
+        """The URN the Pulumi engine gives a resource, as `pulumi up --target` takes it: its type qualified by
+        every enclosing component's type, the stack's own excluded. The mock's URNs carry only the parent's type,
+        and the stack's (`pulumi:pulumi:Stack$...`)."""
+        head = resource.urn.rsplit("::", 2)[0]  # urn:pulumi:<stack>::<project>
+        components = {r.urn: r for r in self.resources if r.urn}
+        chain, parent = [resource.type], components.get(resource.parent_urn or "")
+        while parent is not None:
+            chain.insert(0, parent.type)
+            parent = components.get(parent.parent_urn or "")
+        return f"{head}::{'$'.join(chain)}::{resource.name}"
+
 
 def _plain(value: Any) -> Any:
     """Mock inputs as Python values: secret wrappers become Secret markers,
