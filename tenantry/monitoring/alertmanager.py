@@ -14,18 +14,22 @@ from typing import Any
 from tenantry.plan.model import Plan
 from tenantry.spec.fields import Tier
 
-PAGE, TICKET, SILENT = "page", "ticket", "silent"
-"""On-call's pager, the team's queue, nothing."""
-RECEIVERS = (PAGE, TICKET, SILENT)
-WEBHOOK_RECEIVERS = (PAGE, TICKET)
+PAGE, TICKET, HEARTBEAT, SILENT = "page", "ticket", "heartbeat", "silent"
+"""On-call's pager, the team's queue, an external dead man's switch, nothing."""
+RECEIVERS = (PAGE, TICKET, HEARTBEAT, SILENT)
+WEBHOOK_RECEIVERS = (PAGE, TICKET, HEARTBEAT)
 """The receivers that deliver somewhere; `silent` never has an integration."""
 
 CRITICAL_RECEIVER: dict[Tier, str] = {"guaranteed": PAGE, "best-effort": TICKET, "spot": TICKET}
 """Where a tenant's critical alert goes, by its tier: only a guaranteed contract is worth waking
 someone for (docs/decisions.md: Who is paged)."""
 
-HEARTBEATS = ("Watchdog", "InfoInhibitor")
-"""kube-prometheus-stack's always-firing alerts: they prove the pipeline works and notify nobody."""
+WATCHDOG = "Watchdog"
+"""kube-prometheus-stack's always-firing alert: delivered to the heartbeat receiver every minute, a dead man's
+switch (healthchecks.io, PagerDuty's or Opsgenie's heartbeats) that pages when the pings stop, as they do when
+Prometheus, Alertmanager or the path to the pager is down: nothing inside the cluster can alert on that."""
+ALWAYS_FIRING = ("InfoInhibitor",)
+"""kube-prometheus-stack's other always-firing alert: it exists to inhibit info alerts and notifies nobody."""
 
 LATENCY_BURN_ALERTS = ("TenantTtftBudgetBurnFast", "TenantTtftBudgetBurnSlow",
                        "TenantItlBudgetBurnFast", "TenantItlBudgetBurnSlow")
@@ -57,13 +61,15 @@ class Timing:
     repeat_interval: str
 
 
+HEARTBEAT_TIMING = Timing(group_wait="0s", group_interval="1m", repeat_interval="1m")
+"""The Watchdog's: a ping every minute, whatever the other alerts' timing."""
 CLUSTER_TIMING = Timing(group_wait="30s", group_interval="5m", repeat_interval="4h")
 """Alertmanager's own defaults, set here because kube-prometheus-stack's chart repeats only after
 twelve hours: a page still firing after four is re-sent."""
 
 
 def alertmanager_config(plan: Plan, receivers: Mapping[str, Webhook], timing: Timing = CLUSTER_TIMING) -> dict[str, Any]:
-    """The whole Alertmanager configuration file. `receivers` maps `page` and `ticket` to their
+    """The whole Alertmanager configuration file. `receivers` maps `page`, `ticket` and `heartbeat` to their
     webhook; a receiver left out gets no integration (its alerts are routed, and dropped)."""
     unknown = sorted(set(receivers) - set(WEBHOOK_RECEIVERS))
     if unknown:
@@ -90,7 +96,10 @@ def _route(plan: Plan, timing: Timing) -> dict[str, Any]:
         "group_interval": timing.group_interval,
         "repeat_interval": timing.repeat_interval,
         "routes": [
-            {"receiver": SILENT, "matchers": [_one_of("alertname", HEARTBEATS)]},
+            {"receiver": HEARTBEAT, "matchers": [f'alertname="{WATCHDOG}"'], "group_by": ["alertname"],
+             "group_wait": HEARTBEAT_TIMING.group_wait, "group_interval": HEARTBEAT_TIMING.group_interval,
+             "repeat_interval": HEARTBEAT_TIMING.repeat_interval},
+            {"receiver": SILENT, "matchers": [_one_of("alertname", ALWAYS_FIRING)]},
             {"receiver": SILENT, "matchers": ['severity="info"']},
             *({"receiver": CRITICAL_RECEIVER[tier], "matchers": ['severity="critical"', f'tier="{tier}"']}
               for tier in tiers),

@@ -25,14 +25,15 @@ from tenantry.local.alert_receiver import HEALTH_PATH, serve
 from tenantry.local.layout import Layout
 from tenantry.local.models import BuiltModel
 from tenantry.monitoring.alertmanager import (
-    CLUSTER_TIMING, ENGINE_DOWN_SILENCES, PAGE, RECEIVERS, SILENT, TICKET, Webhook, alertmanager_config)
+    CLUSTER_TIMING, ENGINE_DOWN_SILENCES, HEARTBEAT, PAGE, RECEIVERS, SILENT, TICKET, Webhook, alertmanager_config)
 from tenantry.stacks import plan_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
 AMTOOL = shutil.which("amtool")
 ALERTMANAGER = services.SYSTEM_PROGRAMS["alertmanager"][0]
-LOCAL_RECEIVERS = {PAGE: Webhook(url="http://127.0.0.1:9/page"), TICKET: Webhook(url="http://127.0.0.1:9/ticket")}
+LOCAL_RECEIVERS = {PAGE: Webhook(url="http://127.0.0.1:9/page"), TICKET: Webhook(url="http://127.0.0.1:9/ticket"),
+                   HEARTBEAT: Webhook(url="http://127.0.0.1:9/heartbeat")}
 
 
 def amtool(*args: str) -> subprocess.CompletedProcess:
@@ -72,7 +73,8 @@ ROUTES = {
     "a platform warning is a ticket": (TICKET, {"alertname": "EngineQueueBacklog", "severity": "warning", "engine": "e"}),
     "info is silent, even a guaranteed tenant's": (
         SILENT, {"alertname": "TenantBudgetSpent", "severity": "info", "tier": "guaranteed", "threshold": "0.5"}),
-    "the chart's heartbeat is silent": (SILENT, {"alertname": "Watchdog", "severity": "none"}),
+    "the chart's Watchdog goes to the dead man's switch": (HEARTBEAT, {"alertname": "Watchdog", "severity": "none"}),
+    "the chart's InfoInhibitor is silent": (SILENT, {"alertname": "InfoInhibitor", "severity": "none"}),
     "an unforeseen severity is a ticket, not lost": (TICKET, {"alertname": "Unforeseen", "severity": "page-me"}),
 }
 
@@ -194,17 +196,18 @@ def test_the_local_prometheus_loads_the_rules_and_alerts_the_local_alertmanager(
     assert ports.alertmanager == 29104 and ports.alert_receiver == 29193
 
 
-def test_the_local_alertmanager_delivers_a_page_and_a_ticket_to_the_receiver(tmp_path):
+def test_the_local_alertmanager_delivers_a_page_a_ticket_and_the_heartbeat_to_the_receiver(tmp_path):
     """What the local stack runs, delivering: its routing and timing (alertmanager_yml's), a real Alertmanager and
-    the real receiver, each on a free port; a page and a ticket posted as Prometheus posts them arrive at /page
-    and /ticket."""
+    the real receiver, each on a free port; a page, a ticket and the Watchdog posted as Prometheus posts them
+    arrive at /page, /ticket and /heartbeat (the dead man's switch)."""
     plan = plan_stack("local")
     layout = Layout(tmp_path, 29100)
     ports = layout.ports(plan)
     config = yaml.safe_load(services.alertmanager_yml(plan, layout, ports).read_text())
     urls = {r["name"]: [w["url"] for w in r.get("webhook_configs", [])] for r in config["receivers"]}
     assert urls == {PAGE: [f"http://127.0.0.1:{ports.alert_receiver}/page"],
-                    TICKET: [f"http://127.0.0.1:{ports.alert_receiver}/ticket"], SILENT: []}
+                    TICKET: [f"http://127.0.0.1:{ports.alert_receiver}/ticket"],
+                    HEARTBEAT: [f"http://127.0.0.1:{ports.alert_receiver}/heartbeat"], SILENT: []}
     received = tmp_path / "received.jsonl"
     receiver = serve("127.0.0.1", 0, received)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
@@ -220,12 +223,12 @@ def test_the_local_alertmanager_delivers_a_page_and_a_ticket_to_the_receiver(tmp
     try:
         with running_alertmanager(config_file, tmp_path) as url:
             assert httpx.post(f"{url}/api/v2/alerts", json=sent, timeout=10).status_code == 200
-            delivered = _deliveries(received, count=2, within_seconds=120)
+            delivered = _deliveries(received, count=3, within_seconds=120)
     finally:
         receiver.shutdown()
         receiver.server_close()
     assert sorted((path, alert) for path, alerts in delivered for alert in alerts) == [
-        ("/page", "EngineDown"), ("/ticket", "EngineQueueBacklog")]
+        ("/heartbeat", "Watchdog"), ("/page", "EngineDown"), ("/ticket", "EngineQueueBacklog")]
 
 
 def _deliveries(received: Path, count: int, within_seconds: float) -> list[tuple[str, list[str]]]:
