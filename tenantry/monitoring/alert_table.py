@@ -47,6 +47,9 @@ ALERTS: tuple[Alert, ...] = (
     Alert("EngineDown", ("critical",), "Engine {{ $labels.engine }} is down",
           "No replica of engine {{ $labels.engine }} (pool {{ $labels.pool }}) answers: its tenants' requests "
           "fall back or fail."),
+    Alert("EngineStuck", ("critical",), "Engine {{ $labels.engine }} holds requests and generates nothing",
+          "{{ $labels.engine }} has requests running and has generated no token for 5 minutes: it answers its "
+          "health checks and scrapes, but its tenants' requests hang."),
     Alert("EngineQueueBacklog", ("warning",), "Engine {{ $labels.engine }} has a sustained queue",
           "{{ $value }} requests have been waiting on {{ $labels.engine }} for 10 minutes, above the level at "
           "which admission sheds best-effort traffic."),

@@ -98,6 +98,10 @@ def _engine_alerts(plan: Plan, e: EnginePlan) -> list[dict[str, Any]]:
         alert_rule(plan, "EngineDown", f"max by (job) (up{{{job}}}) == 0\nor absent(up{{{job}}})\n"
                    f'or max by (deployment) (kube_deployment_status_replicas_available{{deployment="{e.name}"}}) == 0',
                    wait="1m", labels=who),
+        # Up and scraped, requests running, no token out: a hung model loop or device, which EngineDown misses.
+        alert_rule(plan, "EngineStuck", f"max by (job) (vllm:num_requests_running{{{job}}}) > 0\n"
+                   f"and on (job) sum by (job) (rate(vllm:generation_tokens_total{{{job}}}[5m])) == 0",
+                   wait="5m", labels=who),
         *(_signal_alert(plan, signals[name], who) for name in ("EngineQueueBacklog", "EngineKvCacheFull")),
         alert_rule(plan, "EnginePreemptionsRising", f"sum by (job) (rate(vllm:num_preemptions_total{{{job}}}[15m])) > 0",
                    wait="15m", labels=who),

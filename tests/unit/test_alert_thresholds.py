@@ -187,6 +187,11 @@ CASES = [
          [{"tenant": "globex", "tier": "best-effort"}], holds=(2, 4)),
     Case("EngineDown", {'up{job="tiny"}': gauge(0)}, {'up{job="tiny"}': gauge(1)}, [TINY],
          shared={'up{job="micro"}': gauge(1)}),
+    # Two requests running and the token counter flat fires; the same two generating 50 tokens a minute does not.
+    Case("EngineStuck", {'vllm:num_requests_running{job="tiny"}': gauge(2), 'vllm:generation_tokens_total{job="tiny"}':
+                         gauge(900)},
+         {'vllm:num_requests_running{job="tiny"}': gauge(2), 'vllm:generation_tokens_total{job="tiny"}': counter(50)},
+         [TINY]),
     # The local plan sheds best-effort at 4 waiting and at 92 % KV-cache usage.
     Case("EngineQueueBacklog", {'vllm:num_requests_waiting{job="tiny"}': gauge(5)},
          {'vllm:num_requests_waiting{job="tiny"}': gauge(4)}, [TINY]),
