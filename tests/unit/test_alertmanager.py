@@ -6,6 +6,7 @@ alerts a cause inhibits; and the local stack's pieces that deliver them."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import socket
@@ -261,3 +262,22 @@ def test_the_local_stack_runs_one_alertmanager_and_the_receiver_with_its_files(t
             f"--web.listen-address=127.0.0.1:{ports.alertmanager}",
             f"--storage.path={layout.alertmanager / 'data'}"} <= set(commands["alertmanager"])
     assert commands["alert-receiver"][-2:] == ["--out", str(layout.alerts_received)]
+
+
+def test_the_procedures_silence_holds_back_what_it_names_and_nothing_else(config_file, tmp_path):
+    """runbooks/procedures/silence-planned-work.md's own `amtool silence add` for an engine, run as on-call runs it
+    against a real Alertmanager: the engine's alerts are suppressed by it, another engine's are not."""
+    page = (ROOT / "runbooks" / "procedures" / "silence-planned-work.md").read_text(encoding="utf-8")
+    (command,) = [line.strip() for line in page.splitlines() if line.strip().startswith("amtool silence add")
+                  and 'engine="$ENGINE"' in line]
+    sent = [{"labels": {"alertname": "EngineQueueBacklog", "severity": "warning", "engine": engine}}
+            for engine in ("tiny", "micro")]
+    with running_alertmanager(config_file, tmp_path) as url:
+        values = {"ALERTMANAGER": url, "USER": "on-call", "ENGINE": "tiny"}
+        argv = [re.sub(r"\$(\w+)", lambda m: values[m.group(1)], word) for word in shlex.split(command)]
+        added = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert added.returncode == 0, added.stderr
+        assert httpx.post(f"{url}/api/v2/alerts", json=sent, timeout=10).status_code == 200
+        held = {a["labels"]["engine"]: a["status"] for a in httpx.get(f"{url}/api/v2/alerts", timeout=10).json()}
+    assert held["tiny"]["state"] == "suppressed" and held["tiny"]["silencedBy"] == [added.stdout.strip()]
+    assert held["micro"]["state"] == "active" and held["micro"]["silencedBy"] == []
