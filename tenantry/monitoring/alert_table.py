@@ -21,20 +21,20 @@ class Alert:
 
 ALERTS: tuple[Alert, ...] = (
     Alert("TenantTtftBudgetBurnFast", ("critical",), "{{ $labels.tenant }} is missing its time-to-first-token objective fast",
-          "{{ $labels.tenant }} ({{ $labels.tier }}) on {{ $labels.engine }}: {{ $value | humanizePercentage }} of "
-          "requests miss the p95 TTFT objective; at this rate its error budget is gone within days."),
+          "{{ $labels.tenant }} ({{ $labels.tier }}): {{ $value | humanizePercentage }} of its requests, on all its "
+          "engines, miss the p95 TTFT objective; at this rate its error budget is gone within days."),
     Alert("TenantTtftBudgetBurnSlow", ("warning",), "{{ $labels.tenant }} is spending its time-to-first-token budget",
-          "{{ $labels.tenant }} ({{ $labels.tier }}) on {{ $labels.engine }}: {{ $value | humanizePercentage }} of "
-          "requests miss the p95 TTFT objective, more than the contract's 5 % over a day or more."),
+          "{{ $labels.tenant }} ({{ $labels.tier }}): {{ $value | humanizePercentage }} of its requests, on all its "
+          "engines, miss the p95 TTFT objective, more than the contract's 5 % over a day or more."),
     Alert("TenantItlBudgetBurnFast", ("critical",), "{{ $labels.tenant }} is missing its inter-token-latency objective fast",
-          "{{ $labels.tenant }} ({{ $labels.tier }}) on {{ $labels.engine }}: {{ $value | humanizePercentage }} of "
-          "requests miss the p95 ITL objective; at this rate its error budget is gone within days."),
+          "{{ $labels.tenant }} ({{ $labels.tier }}): {{ $value | humanizePercentage }} of its requests, on all its "
+          "engines, miss the p95 ITL objective; at this rate its error budget is gone within days."),
     Alert("TenantItlBudgetBurnSlow", ("warning",), "{{ $labels.tenant }} is spending its inter-token-latency budget",
-          "{{ $labels.tenant }} ({{ $labels.tier }}) on {{ $labels.engine }}: {{ $value | humanizePercentage }} of "
-          "requests miss the p95 ITL objective, more than the contract's 5 % over a day or more."),
+          "{{ $labels.tenant }} ({{ $labels.tier }}): {{ $value | humanizePercentage }} of its requests, on all its "
+          "engines, miss the p95 ITL objective, more than the contract's 5 % over a day or more."),
     Alert("TenantErrorRateHigh", ("critical",), "{{ $labels.tenant }} gets more errors than its contract allows",
           "{{ $labels.tenant }} ({{ $labels.tier }}): {{ $value | humanizePercentage }} of its requests failed "
-          "with a server error or timeout over 10 minutes, above its max_error_rate."),
+          "with a server error or timeout, burning its max_error_rate 6 to 14.4 times as fast as it allows."),
     Alert("TenantGuaranteedThrottled", ("critical", "warning"), "Guaranteed tenant {{ $labels.tenant }} is being refused",
           "{{ $labels.tenant }}: {{ $value | humanizePercentage }} of its requests were answered 429 for "
           "{{ $labels.cause }} over 10 minutes; a guaranteed contract allows 1 %."),

@@ -31,10 +31,9 @@ Prometheus, Alertmanager or the path to the pager is down: nothing inside the cl
 ALWAYS_FIRING = ("InfoInhibitor",)
 """kube-prometheus-stack's other always-firing alert: it exists to inhibit info alerts and notifies nobody."""
 
-LATENCY_BURN_ALERTS = ("TenantTtftBudgetBurnFast", "TenantTtftBudgetBurnSlow",
-                       "TenantItlBudgetBurnFast", "TenantItlBudgetBurnSlow")
-ENGINE_DOWN_SILENCES = (*LATENCY_BURN_ALERTS, "EngineTtftHigh", "EngineQueueBacklog")
-"""What an engine being down explains on the same engine (docs/decisions.md: What an alert inhibits)."""
+ENGINE_DOWN_SILENCES = ("EngineTtftHigh", "EngineQueueBacklog")
+"""What an engine being down explains on the same engine (docs/decisions.md: What an alert inhibits). The tenants'
+burn alerts are per tenant over all its engines, so no engine explains them alone."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,7 +115,7 @@ def _inhibit_rules() -> list[dict[str, Any]]:
         # The fast burn already paged for the same budget: the slow burn adds nothing.
         *({"source_matchers": [f'alertname="Tenant{objective}BudgetBurnFast"'],
            "target_matchers": [f'alertname="Tenant{objective}BudgetBurnSlow"'],
-           "equal": ["tenant", "engine"]}
+           "equal": ["tenant"]}
           for objective in ("Ttft", "Itl")),
         # With the database down, failing spend writes are its consequence, not a second incident.
         {"source_matchers": ['alertname="PostgresDown"'],

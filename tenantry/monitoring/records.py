@@ -17,8 +17,10 @@ from tenantry.plan.model import Plan, TenantPlan
 
 TENANT_KEYS = "tenant, tier, engine"
 """The plugin's per-tenant labels: each tenant's series are per engine that served it."""
-BURN_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
-"""The SRE workbook's multi-window pairs: 1h/5m and 6h/30m page, 1d/2h and 3d/6h open a ticket."""
+BURN_WINDOWS = ("2m", "5m", "10m", "30m", "1h", "2h", "6h", "1d", "3d")
+"""The windows of the burn-rate pairs (tenantry/monitoring/rules.py: FAST_BURNS, SLOW_BURNS, ERROR_BURNS)."""
+ERROR_WINDOWS = ("5m", "10m", "30m", "1h", "6h")
+"""The windows of the error-rate pairs, and the dashboard's 10 minutes."""
 LONG_WINDOWS = ("1d", "3d")
 """Evaluated once a minute: a three-day rate every few seconds costs much and moves little."""
 GUARANTEED_MAX_THROTTLED_RATIO = 0.01
@@ -77,18 +79,41 @@ def _latency_percentiles() -> list[dict[str, Any]]:
 
 def slo_miss_ratio(window: str) -> dict[str, Any]:
     """Of a tenant's requests on an engine, the share that missed an objective (ttft, itl, or any)."""
+    return _miss_ratio("tenantry:tenant_slo_miss_ratio", TENANT_KEYS, window)
+
+
+def slo_burn(window: str) -> dict[str, Any]:
+    """Of a tenant's requests on all its engines, the share that missed an objective: what its budget burns on
+    (a fallback engine's trickle is weighed with the rest, not paged alone)."""
+    return _miss_ratio("tenantry:tenant_slo_burn", "tenant, tier", window)
+
+
+def _miss_ratio(name: str, keys: str, window: str) -> dict[str, Any]:
     return _record(
-        f"tenantry:tenant_slo_miss_ratio:rate{window}",
-        f"sum by ({TENANT_KEYS}, objective) (rate(tenantry_tenant_slo_misses_total[{window}]))\n"
+        f"{name}:rate{window}",
+        f"sum by ({keys}, objective) (rate(tenantry_tenant_slo_misses_total[{window}]))\n"
         f"  / ignoring (objective) group_left\n"
-        f"sum by ({TENANT_KEYS}) (rate(tenantry_tenant_requests_total[{window}]))")
+        f"sum by ({keys}) (rate(tenantry_tenant_requests_total[{window}]))")
 
 
-def _gateway_ratio(name: str, selected: str, of: str) -> dict[str, Any]:
+def tenant_requests(window: str) -> dict[str, Any]:
+    """A tenant's completed requests in a window, the traffic its burn rate is judged on."""
+    return _record(f"tenantry:tenant_requests:increase{window}",
+                   f"sum by (tenant, tier) (increase(tenantry_tenant_requests_total[{window}]))")
+
+
+def _answers(window: str) -> dict[str, Any]:
+    """A tenant's answers from the gateway in a window, its own 429s aside: the traffic its error rate is judged
+    on."""
+    answered = "increase(litellm_proxy_total_requests_metric_total{status_code!=\"429\"}[" + window + "])"
+    return _record(f"tenantry:tenant_answers:increase{window}", f"sum by (tenant) ({from_team(answered)})")
+
+
+def _gateway_ratio(name: str, selected: str, of: str, window: str = "10m") -> dict[str, Any]:
     """Per tenant, the share of the gateway's answers matching `selected` among those matching `of`."""
     total = "litellm_proxy_total_requests_metric_total"
-    return _record(name, f"sum by (tenant) ({from_team(f'rate({total}{selected}[10m])')})\n"
-                         f"  / sum by (tenant) ({from_team(f'rate({total}{of}[10m])')})")
+    return _record(name, f"sum by (tenant) ({from_team(f'rate({total}{selected}[{window}])')})\n"
+                         f"  / sum by (tenant) ({from_team(f'rate({total}{of}[{window}])')})")
 
 
 def _tenant_records() -> list[dict[str, Any]]:
@@ -98,6 +123,8 @@ def _tenant_records() -> list[dict[str, Any]]:
     return [
         *_latency_percentiles(),
         *(slo_miss_ratio(w) for w in BURN_WINDOWS if w not in LONG_WINDOWS),
+        *(slo_burn(w) for w in BURN_WINDOWS if w not in LONG_WINDOWS),
+        *(tenant_requests(w) for w in BURN_WINDOWS if w not in LONG_WINDOWS),
         _record("tenantry:tenant_goodput:rate5m",
                 f"sum by ({TENANT_KEYS}) (rate(tenantry_tenant_requests_total[5m]))\n"
                 f'  - sum by ({TENANT_KEYS}) (rate(tenantry_tenant_slo_misses_total{{objective="any"}}[5m]))'),
@@ -106,7 +133,9 @@ def _tenant_records() -> list[dict[str, Any]]:
         _record("tenantry:tenant_prefix_cache_reuse:ratio_rate1h",
                 f"sum by ({TENANT_KEYS}) (rate(tenantry_tenant_cached_prompt_tokens_total[1h]))\n"
                 f"  / sum by ({TENANT_KEYS}) (rate(tenantry_tenant_prompt_tokens_total[1h]))"),
-        _gateway_ratio("tenantry:tenant_error_ratio:rate10m", f'{{status_code=~"{ERROR_STATUS}"}}', '{status_code!="429"}'),
+        *(_gateway_ratio(f"tenantry:tenant_error_ratio:rate{w}", f'{{status_code=~"{ERROR_STATUS}"}}',
+                         '{status_code!="429"}', w) for w in ERROR_WINDOWS),
+        *(_answers(w) for w in ("10m", "1h", "6h")),
         _gateway_ratio("tenantry:tenant_throttled_ratio:rate10m", '{status_code="429"}', ""),
         # Of those 429s, the ones the platform caused: the plugin's sheds for capacity, not the tenant's own limits.
         _record("tenantry:tenant_shed_ratio:rate10m",
@@ -132,7 +161,7 @@ OBJECTIVES = ("ttft_seconds", "itl_seconds", "max_error_rate", "max_throttled_ra
 RECORDS: tuple[str, ...] = (
     *(f"tenantry:tenant_objective:{o}" for o in OBJECTIVES),
     *(r["record"] for r in _tenant_records()),
-    *(slo_miss_ratio(w)["record"] for w in LONG_WINDOWS),
+    *(r["record"] for w in LONG_WINDOWS for r in (slo_miss_ratio(w), slo_burn(w), tenant_requests(w))),
 )
 """Every series the recording rules write, whatever the Plan."""
 
@@ -142,5 +171,5 @@ def record_groups(plan: Plan) -> list[dict[str, Any]]:
         {"name": "tenantry-objectives", "interval": "1m", "rules": objective_records(plan)},
         {"name": "tenantry-tenant-records", "rules": _tenant_records()},
         {"name": "tenantry-tenant-records-long", "interval": "1m",
-         "rules": [slo_miss_ratio(w) for w in LONG_WINDOWS]},
+         "rules": [r for w in LONG_WINDOWS for r in (slo_miss_ratio(w), slo_burn(w), tenant_requests(w))]},
     ]

@@ -134,12 +134,13 @@ def _xid(before: int, after: int, at: int = 3) -> str:
 
 
 def _burn_cases(objective: str, label: str) -> list[Case]:
-    labels = {**ACME_ALERT, "engine": "tiny", "objective": objective}
+    labels = {**ACME_ALERT, "objective": objective}
     return [
-        # 90 % missed burns 18x the 5 % budget (> 14.4); 10 % burns 2x.
-        Case(f"Tenant{label}BudgetBurnFast", _slo(objective, 9), _slo(objective, 1), [labels]),
+        # 90 % missed burns 18x the 5 % budget (> 14.4); 10 % burns 2x. Judged once 20 requests are in the window
+        # (minute 2 at 10 a minute).
+        Case(f"Tenant{label}BudgetBurnFast", _slo(objective, 9), _slo(objective, 1), [labels], holds=(2, 3)),
         # 20 % burns 4x (> 3 over a day and 2 hours, short of 6 and 14.4); 4 % is within the budget.
-        Case(f"Tenant{label}BudgetBurnSlow", _slo(objective, 2), _slo(objective, 0.4), [labels]),
+        Case(f"Tenant{label}BudgetBurnSlow", _slo(objective, 2), _slo(objective, 0.4), [labels], holds=(2, 3)),
     ]
 
 
@@ -164,9 +165,10 @@ def _pool(ready: int) -> dict[str, str]:
 CASES = [
     *_burn_cases("ttft", "Ttft"),
     *_burn_cases("itl", "Itl"),
-    # acme allows 1 % server errors; globex's 4 % would be within its own 5 %.
-    Case("TenantErrorRateHigh", _requests({"200": 97, "500": 3}), _requests({"200": 99.5, "500": 0.5}),
-         [ACME_ALERT], shared=_requests({"200": 96, "500": 4}, team="globex")),
+    # acme allows 1 % server errors: 15 % burns it past 14.4 times; 5 % is short of the 6 times of the 6-hour pair
+    # (the old rule paged at 1 %); globex's 15 % burns its own 5 % 3 times.
+    Case("TenantErrorRateHigh", _requests({"200": 85, "500": 15}), _requests({"200": 95, "500": 5}),
+         [ACME_ALERT], shared=_requests({"200": 85, "500": 15}, team="globex"), holds=(1, 2)),
     # A guaranteed tenant may see 1 % of 429s of each cause; best-effort globex's 50 % never alerts. Shed by
     # admission for capacity, they page; refused for its own limits (no shed), a ticket. 1.8 % of 429s, half of
     # each cause, is neither (the old rule paged on it).

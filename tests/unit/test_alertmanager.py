@@ -146,13 +146,14 @@ def test_an_engine_down_inhibits_its_own_latency_alerts_and_nobody_elses(config_
 
     sent = [
         alert("EngineDown", "critical", engine="tiny"),
-        *(alert(name, "warning", engine="tiny", tenant="acme", tier="guaranteed") for name in ENGINE_DOWN_SILENCES),
+        *(alert(name, "warning", engine="tiny") for name in ENGINE_DOWN_SILENCES),
         alert("EngineQueueBacklog", "warning", engine="micro"),
-        alert("TenantTtftBudgetBurnFast", "critical", engine="micro", tenant="acme", tier="guaranteed"),
+        # The tenants' alerts carry no engine: each is about the tenant over all its engines.
+        alert("TenantTtftBudgetBurnFast", "critical", tenant="acme", tier="guaranteed", objective="ttft"),
         alert("TenantErrorRateHigh", "critical", tenant="acme", tier="guaranteed"),
-        alert("TenantItlBudgetBurnFast", "critical", engine="micro", tenant="globex", tier="best-effort"),
-        alert("TenantItlBudgetBurnSlow", "warning", engine="micro", tenant="globex", tier="best-effort"),
-        alert("TenantItlBudgetBurnSlow", "warning", engine="micro", tenant="acme", tier="guaranteed"),
+        alert("TenantItlBudgetBurnFast", "critical", tenant="globex", tier="best-effort", objective="itl"),
+        alert("TenantItlBudgetBurnSlow", "warning", tenant="globex", tier="best-effort", objective="itl"),
+        alert("TenantItlBudgetBurnSlow", "warning", tenant="acme", tier="guaranteed", objective="itl"),
         alert("PostgresDown", "critical"),
         alert("PostgresSpendWritesFailing", "critical"),
     ]
@@ -163,8 +164,8 @@ def test_an_engine_down_inhibits_its_own_latency_alerts_and_nobody_elses(config_
                  for a in held if a["status"]["inhibitedBy"]}
     assert len(held) == len(sent)
     assert inhibited == {
-        *((name, "tiny", "acme") for name in ENGINE_DOWN_SILENCES),
-        ("TenantItlBudgetBurnSlow", "micro", "globex"),  # its fast burn fires for the same tenant and engine
+        *((name, "tiny", None) for name in ENGINE_DOWN_SILENCES),
+        ("TenantItlBudgetBurnSlow", None, "globex"),  # its fast burn fires for the same tenant
         ("PostgresSpendWritesFailing", None, None),
     }
 

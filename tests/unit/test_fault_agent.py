@@ -54,7 +54,9 @@ def test_the_fault_agent_runs_the_command_once_the_engine_reports_a_request_runn
     assert result.startswith("exit 0 ")
     report = json.loads(result.removeprefix("exit 0 "))
     assert (report["running"], report["exit"], marker.read_text().strip()) == (seen, 0, "tiny")
-    assert len(answers) >= min(running_from, 2)  # it asked until the engine ran one (or the wait was over)
+    # It asked until the engine ran one; never running, it asked and ran once its wait was over (how many times it
+    # asked within 0.5 s is the machine's: a loaded one (CI beside a live stack) fits one poll in).
+    assert len(answers) >= (running_from if seen else 1)
 
 
 def test_the_fault_agent_freezes_the_engines_group_before_its_command_and_continues_it_after(tmp_path):
