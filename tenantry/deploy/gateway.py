@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 import yaml
 
+from tenantry.monitoring.rules import RECONCILER_CRONJOB
 from tenantry.deploy.common import (
     TIMEOUT_ANNOTATION,
     cluster_service,
@@ -179,13 +180,13 @@ class Gateway(pulumi.ComponentResource):
         digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:10]
         k8s.batch.v1.Job(
             f"{name}-reconcile",
-            metadata={"name": f"tenantry-reconcile-{digest}", "namespace": ns, "labels": job_labels},
+            metadata={"name": f"{RECONCILER_CRONJOB}-{digest}", "namespace": ns, "labels": job_labels},
             spec={"backoffLimit": 6, "ttlSecondsAfterFinished": 86400, "template": pod},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[keys_secret, self.deployment]),
         )
         k8s.batch.v1.CronJob(
             f"{name}-reconcile-drift",
-            metadata={"name": "tenantry-reconcile", "namespace": ns, "labels": job_labels},
+            metadata={"name": RECONCILER_CRONJOB, "namespace": ns, "labels": job_labels},
             spec={"schedule": "*/15 * * * *", "concurrencyPolicy": "Forbid", "successfulJobsHistoryLimit": 1,
                   "failedJobsHistoryLimit": 3,
                   # Labelled as the one-shot Job is: on-call lists both kinds of run by the same selector.
