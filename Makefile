@@ -1,6 +1,6 @@
 # The two commands of the README, and what they need. Safe to run twice.
 #   make local   install what is missing, start the local stack, one request per tenant
-#   make test    everything in tests/ (what .ci/run runs)
+#   make test    everything in tests/, tests/local beside the rest (tests/lanes.py; what .ci/run runs)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -72,7 +72,7 @@ local: venv
 	$(BIN)/tenantry local smoke
 
 test: venv
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/python -m tests.lanes $(PYTEST_ARGS)
 
 bench: venv
 	$(PYTHON) benchmarks/install.py

@@ -1,7 +1,8 @@
 """Session-wide: the live stacks start in the background once the session knows it needs them
 (tests/live_stacks.py), then Ansible's throwaway nodes (tests/ansible/builds.py), and any left at the end are stopped.
 The directories run in ORDER: the quick ones while the stacks start, the live ones while the nodes build, Ansible's
-last, on nodes built by then. Every run ends with its time per test directory (issue 33: the cost of each part of
+last, on nodes built by then. `make test` runs tests/local as a session of its own beside the others
+(tests/lanes.py); the ORDER holds within each. Every run ends with its time per test directory (issue 33: the cost of each part of
 `make test` stays visible)."""
 
 from __future__ import annotations

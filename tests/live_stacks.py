@@ -6,10 +6,13 @@ Ansible converge left one of them silent for four minutes in CI. The fixtures th
 tests (tests/gate/conftest.py, tests/local/conftest.py) wait for them; a session that never
 needed one does not start it.
 
-Each stack has a directory and ports of its own, so a developer's own stack keeps running."""
+Each stack has a directory and ports of its own, so a developer's own stack keeps running. `make test` runs
+tests/local and the rest as two sessions side by side (tests/lanes.py), each starting the stack it needs: the start
+lock keeps their engines loading one stack at a time across sessions too."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Callable
@@ -49,6 +52,9 @@ TESTS = LiveStack("tests", ROOT / "tests" / "local" / "stack.yaml",
                   int(os.environ.get("TENANTRY_TEST_PORT_BASE", "19100")), True, ROOT / "tests" / "local")
 STACKS = (GATE, TESTS)
 
+START_LOCK = DEFAULT_DIR / "stack-start.lock"
+"""Held while a stack starts, by every session: one stack loads its engines at a time."""
+
 _starting: dict[str, Future] = {}
 _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-stack")  # one start at a time
 
@@ -56,13 +62,16 @@ _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-stack")  # on
 def _up(stack: LiveStack) -> UpResult:
     """A fresh stack: whatever an earlier session left in its directory is removed first."""
     layout = stack.layout()
-    local.down(layout, purge=True, progress=lambda _: None)
-    lines: list[str] = []
-    try:
-        return local.up(str(stack.spec), layout, progress=lines.append, log_requests=stack.log_requests)
-    except LocalStackError as error:
-        local.down(layout, progress=lines.append)
-        raise LocalStackError(f"the {stack.name} stack did not start: {error}\n" + "\n".join(lines)) from None
+    START_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with START_LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        local.down(layout, purge=True, progress=lambda _: None)
+        lines: list[str] = []
+        try:
+            return local.up(str(stack.spec), layout, progress=lines.append, log_requests=stack.log_requests)
+        except LocalStackError as error:
+            local.down(layout, progress=lines.append)
+            raise LocalStackError(f"the {stack.name} stack did not start: {error}\n" + "\n".join(lines)) from None
 
 
 def start(stack: LiveStack) -> None:
