@@ -36,6 +36,23 @@ def from_team(expr: str) -> str:
     return f'label_replace({expr}, "tenant", "$1", "team_alias", "(.+)")'
 
 
+BUDGET_RESET = "tenantry:tenant_budget_reset:timestamp"
+
+
+def budget_reset() -> dict[str, Any]:
+    """When each gateway replica's budget gauges expire: the end of the budget window they were set in. LiteLLM
+    sets a team's gauges on the replica that served it, at each request that spent (litellm_spend_metric_total
+    rose), and never after; once the window they were set in has ended, they describe a spend the gateway has
+    reset (issue 35, item 9: a 95 % page outlived the reset). The end is latched while the replica spends (now
+    plus the hours to the reset it reports) and kept between (the rule reads its own last value); a replica
+    with no latch (none since Prometheus started) keeps counting."""
+    spent = f"sum by (tenant, instance) ({from_team('increase(litellm_spend_metric_total[2m])')}) > 0"
+    return _record(BUDGET_RESET,
+                   f"(\n  time() + 3600 * max by (tenant, instance) "
+                   f"({from_team('litellm_team_budget_remaining_hours_metric')})\n"
+                   f"    and on (tenant, instance) ({spent})\n)\nor {BUDGET_RESET}")
+
+
 def _record(name: str, expr: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {"record": name, "expr": expr, **({"labels": labels} if labels else {})}
 
@@ -141,13 +158,16 @@ def _tenant_records() -> list[dict[str, Any]]:
         _record("tenantry:tenant_shed_ratio:rate10m",
                 "sum by (tenant) (rate(tenantry_gateway_shed_total[10m]))\n"
                 f"  / sum by (tenant) ({from_team('rate(litellm_proxy_total_requests_metric_total[10m])')})"),
+        budget_reset(),
         # Each gateway replica reports the budget as of its own last request, from the spend cached with
-        # the key (LiteLLM's user_api_key_cache, 60 s): the replica that saw the most spend is the freshest.
-        # Spent is the gateway's cap less what it has left; a chargeback tenant is measured against that cap,
-        # a showback tenant against the Plan's budget (its cap is a runaway guard far above it).
+        # the key (LiteLLM's user_api_key_cache, 60 s): of the replicas still in the current window, the one
+        # that saw the most spend is the freshest. Spent is the gateway's cap less what it has left; a chargeback
+        # tenant is measured against that cap, a showback tenant against the Plan's budget (its cap is a runaway
+        # guard far above it).
         _record("tenantry:tenant_budget_spent:ratio",
-                f"(\n  max by (tenant) ({from_team('litellm_team_max_budget_metric')} > 0)\n"
-                f"  - min by (tenant) ({from_team('litellm_remaining_team_budget_metric')})\n)\n"
+                f"max by (tenant) (\n  (\n    max by (tenant, instance) ({from_team('litellm_team_max_budget_metric')} > 0)\n"
+                f"    - min by (tenant, instance) ({from_team('litellm_remaining_team_budget_metric')})\n  )\n"
+                f"  unless on (tenant, instance) ({BUDGET_RESET} < time())\n)\n"
                 f'/ (\n  max by (tenant) (tenantry:tenant_objective:budget_usd{{mode="showback"}})\n'
                 f"  or max by (tenant) ({from_team('litellm_team_max_budget_metric')} > 0)\n)"),
         _record("tenantry:gateway_admissions:rate5m",

@@ -176,6 +176,44 @@ def test_a_showback_tenant_is_measured_against_its_budget_not_its_gateway_cap(tm
     ]}])
 
 
+def _minutes(value, until: int = 50) -> str:
+    return " ".join(f"{value(m):.6g}" for m in range(until + 1))
+
+
+def test_a_budget_page_ends_with_the_window_on_replicas_that_served_nothing_since(tmp_path):
+    """Issue 35, item 9: LiteLLM sets a team's budget gauges only on the replica that served it, so a replica
+    idle since before the window's reset keeps 96 % spent. acme's window resets at minute 30; after it gw-1
+    serves acme again (2 % spent) and gw-0 nothing: acme's page must end, and globex's, which nobody served
+    since, too. Before the reset both page."""
+    def replica(team: str, alias: str, instance: str, spend, remaining, hours) -> list[dict]:
+        labels = f'team_alias="{alias}", team="{team}", instance="{instance}"'
+        cap = 5 if alias == "acme" else 2
+        return [{"series": f"litellm_spend_metric_total{{{labels}, model=\"tiny\"}}", "values": _minutes(spend)},
+                {"series": f"litellm_team_max_budget_metric{{{labels}}}", "values": _minutes(lambda m: cap)},
+                {"series": f"litellm_remaining_team_budget_metric{{{labels}}}", "values": _minutes(remaining)},
+                {"series": f"litellm_team_budget_remaining_hours_metric{{{labels}}}", "values": _minutes(hours)}]
+
+    before = lambda m: (30 - min(m, 29)) / 60  # noqa: E731 - the hours to the reset, as last set by minute 29
+    idle_after_29 = lambda m: 0.01 * min(m, 29)  # noqa: E731
+    series = [*replica("t1", "acme", "gw-0", idle_after_29, lambda m: 0.2, before),
+              *replica("t1", "acme", "gw-1", lambda m: 0.01 * min(m, 29) + 0.01 * max(0, m - 31),
+                       lambda m: 0.2 if m < 32 else 4.9, lambda m: before(m) if m < 32 else 24 - (m - 30) / 60),
+              *replica("t2", "globex", "gw-0", idle_after_29, lambda m: 0.05, before),
+              *replica("t2", "globex", "gw-1", idle_after_29, lambda m: 0.05, before)]
+    critical = lambda tenant, tier: {"tenant": tenant, "tier": tier, "severity": "critical", "threshold": "0.95"}  # noqa: E731
+    _unit_test(tmp_path, "local", [{"interval": "1m", "input_series": series, "promql_expr_test": [
+        {"expr": "round(tenantry:tenant_budget_spent:ratio, 0.001)", "eval_time": "40m",
+         "exp_samples": [{"labels": '{tenant="acme"}', "value": 0.02}]},
+    ], "alert_rule_test": [
+        {"eval_time": "28m", "alertname": "TenantBudgetSpent", "exp_alerts": [
+            {"exp_labels": critical("acme", "guaranteed")}, {"exp_labels": critical("globex", "best-effort")},
+            *({"exp_labels": {"tenant": t, "tier": tier, "severity": level, "threshold": share}}
+              for t, tier in (("acme", "guaranteed"), ("globex", "best-effort"))
+              for level, share in (("info", "0.5"), ("warning", "0.8")))]},
+        {"eval_time": "40m", "alertname": "TenantBudgetSpent", "exp_alerts": []},
+    ]}])
+
+
 def test_a_spend_rate_that_outruns_the_budget_is_projected(tmp_path):
     # 0.6 USD an hour with 10 hours to the reset and 2 USD left: 4 USD short.
     series = [{"series": 'litellm_spend_metric_total{team_alias="globex", model="tiny"}', "values": "0+0.01x150"},
