@@ -90,7 +90,7 @@ class Gateway(pulumi.ComponentResource):
         k8s.core.v1.ConfigMap(
             f"{name}-config", metadata={"name": NAME, "namespace": ns, "labels": pod_labels}, data=config, opts=child
         )
-        config_digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+        config_digest = config_map_digest(config)
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata={"name": NAME, "namespace": ns, "labels": pod_labels,
@@ -208,6 +208,14 @@ def _config_files(args: GatewayArgs) -> dict[str, str]:
                                          indent=2, sort_keys=True),
         **{name: (GATEWAY_DIR / name).read_text(encoding="utf-8") for name in PLUGIN_FILES},
     }
+
+
+def config_map_digest(data: dict[str, str]) -> str:
+    """The ConfigMap's data as its pods were started with, on their template (`tenantry.io/config-digest`): a
+    change restarts them, and on-call can tell whether the running ConfigMap is the one a ReplicaSet was made for
+    (`kubectl rollout undo` reverts the template, not the ConfigMap). Compact JSON with sorted keys, as
+    `jq -jcS .data | sha256sum` prints it (runbooks/GatewayReplicaDown.md)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def _deployment_spec(args: GatewayArgs, pod_labels: dict[str, str], config_digest: str) -> dict[str, Any]:

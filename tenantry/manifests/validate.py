@@ -64,9 +64,12 @@ def _cnpg_cluster(obj: dict[str, Any], where: str, problems: list[str]) -> None:
     _require(problems, where, bool(QUANTITY.match(str((spec.get("storage") or {}).get("size", "")))),
              "spec.storage.size must be a quantity")
     _require(problems, where, ":" in str(spec.get("imageName", "")), "spec.imageName must be a pinned image")
-    initdb = (spec.get("bootstrap") or {}).get("initdb") or {}
-    _require(problems, where, bool(initdb.get("database") and initdb.get("owner") and (initdb.get("secret") or {}).get("name")),
-             "spec.bootstrap.initdb needs database, owner and secret.name")
+    # A new database (initdb) or one restored from a backup (recovery, runbooks/procedures/restore-postgres.md):
+    # either way LiteLLM's database, its owner and the Secret with the owner's password, which the gateway reads.
+    method = "recovery" if "recovery" in (spec.get("bootstrap") or {}) else "initdb"
+    boot = (spec.get("bootstrap") or {}).get(method) or {}
+    _require(problems, where, bool(boot.get("database") and boot.get("owner") and (boot.get("secret") or {}).get("name")),
+             f"spec.bootstrap.{method} needs database, owner and secret.name")
     _require(problems, where, "barmanObjectStore" not in (spec.get("backup") or {}),
              "spec.backup.barmanObjectStore is removed in CloudNativePG 1.31: use the Barman Cloud plugin "
              "(spec.plugins and an ObjectStore)")

@@ -42,6 +42,8 @@ KINDS = {
     "clusters.postgresql.cnpg.io": "Cluster", "cluster.postgresql.cnpg.io": "Cluster",
     "scheduledbackups.postgresql.cnpg.io": "ScheduledBackup", "scheduledbackup.postgresql.cnpg.io": "ScheduledBackup",
     "objectstores.barmancloud.cnpg.io": "ObjectStore", "objectstore.barmancloud.cnpg.io": "ObjectStore",
+    "scaledobject": "ScaledObject", "scaledobjects": "ScaledObject", "so": "ScaledObject",
+    "leaderworkerset": "LeaderWorkerSet", "leaderworkersets": "LeaderWorkerSet", "lws": "LeaderWorkerSet",
 }
 """kubectl's resource words → the kinds whose names the test checks."""
 UNCHECKED = {"po", "pod", "pods", "event", "events", "ev", "backups.postgresql.cnpg.io", "backup.postgresql.cnpg.io",
@@ -263,6 +265,11 @@ def rendered_stack(stack: str) -> Rendered:
     placeholders = {
         "NAMESPACE": (plan.platform.namespace,),
         "ENGINE": tuple(e.name for e in plan.engines),
+        # An engine named as a workload of one kind: only the engines that kind runs (a command for
+        # autoscaled engines is checked against those).
+        "ENGINE@ScaledObject": tuple(e.name for e in plan.engines if e.autoscaling),
+        "ENGINE@LeaderWorkerSet": tuple(e.name for e in plan.engines if e.pipeline_parallel > 1),
+        "ENGINE@Deployment": tuple(e.name for e in plan.engines if e.pipeline_parallel == 1),
         "TENANT": tuple(t.name for t in plan.tenants),
         "TIER": tuple(sorted({t.tier for t in plan.tenants})),
         "NODE": tuple(n for p in plan.pools for n in p.node_names or ()),
@@ -282,7 +289,8 @@ def _filled(ref: Ref, rendered: Rendered) -> Iterator[Ref] | None:
     def fill(text: str, values: dict[str, str]) -> str:
         return re.sub(r"\$\{?([A-Z_]+)\}?", lambda m: values[m.group(1)], text)
 
-    combos = itertools.product(*(rendered.placeholders[n] for n in names))
+    combos = itertools.product(*(rendered.placeholders.get(f"{n}@{ref.kind}", rendered.placeholders[n])
+                                 for n in names))
     return (Ref(ref.kind, fill(ref.namespace, dict(zip(names, c))), fill(ref.name, dict(zip(names, c))),
                 ref.where, ref.command) for c in combos)
 

@@ -8,6 +8,8 @@ stacks/h100x8-shared-70b.yaml, placeholders filled in with that stack's values."
 
 from __future__ import annotations
 
+import functools
+
 import re
 from pathlib import Path
 from typing import Iterator
@@ -35,6 +37,9 @@ ON_CALL = ROOT / "docs" / "on-call.md"
 STACK = "h100x8-shared-70b"
 MIG_STACK = "h100-mig-mixed"
 MIG_PAGES = {"MigConfigFailed.md", "repartition-mig.md"}
+WORKLOAD_STACKS = ("h200-many-adapters", "h100x16-405b")
+"""Engines of every workload kind: autoscaled (a ScaledObject) and across nodes (a LeaderWorkerSet)."""
+WORKLOAD_PAGES = {"engine-failover.md", "drain-a-gpu-node.md"}
 """Pages about carved pools: `h100x8-shared-70b` has none, so their names may also come from a stack
 with one (the MIG manager's ConfigMap exists only there)."""
 SECTIONS = ("Meaning", "Impact", "Diagnosis", "Mitigation", "Escalation")
@@ -150,11 +155,12 @@ def test_every_name_a_runbook_command_uses_exists_in_the_rendered_stack(rendered
     problems = []
     counted = 0
     with_mig = merged(rendered, rendered_stack(MIG_STACK))
+    every_kind = functools.reduce(merged, map(rendered_stack, WORKLOAD_STACKS), rendered)
     for page in _pages():
         text = page.read_text(encoding="utf-8")
         counted += sum(1 for _ in references(text, page.name))
-        problems += problems_in(text, str(page.relative_to(ROOT)), with_mig if page.name in MIG_PAGES else rendered,
-                                used=used)
+        against = with_mig if page.name in MIG_PAGES else every_kind if page.name in WORKLOAD_PAGES else rendered
+        problems += problems_in(text, str(page.relative_to(ROOT)), against, used=used)
     assert problems == []
     assert counted >= 100, f"only {counted} names found in the runbooks' commands: is the parser still reading them?"
     assert sorted(set(EXTERNAL) - used) == [], "EXTERNAL entries no command uses"
