@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from tenantry.gateway.reconciler import MANAGED_BY
@@ -28,6 +29,12 @@ key's row to whoever holds it), and /team/info?team_id=<its team> the team's: sp
 window, budget_reset_at, and the Plan's budget and mode in its metadata. LiteLLM answers another team's
 id with a 403 (a team key reads only its own team) (docs/decisions.md: A tenant reads its own spend, and
 only its own)."""
+
+
+def salt_digest(salt: str | None) -> str | None:
+    """What the team records of its tenant's cache salt, so an offboarded tenant's salt is never handed to
+    another (tenantry/gateway/reconciler.py: OFFBOARDED); a digest, since the tenant reads its team's metadata."""
+    return hashlib.sha256(salt.encode()).hexdigest()[:16] if salt else None
 
 
 def tenant_models(tenant: TenantPlan) -> list[str]:
@@ -57,7 +64,7 @@ def desired_teams(plan: Plan) -> list[dict[str, Any]]:
             # The budget as the tenant reads it from /team/info (its spend view): under showback, max_budget
             # is only the runaway guard.
             "metadata": {"managed_by": MANAGED_BY, "tier": t.tier, "stack": plan.stack, "budget_usd": t.budget_usd,
-                         "budget_mode": t.budget_mode},
+                         "budget_mode": t.budget_mode, "cache_salt_digest": salt_digest(t.cache_salt)},
             "key": {"max_parallel_requests": None, "allowed_routes": [*TENANT_ROUTES, *SPEND_VIEW_ROUTES]},
         }
         for t in plan.tenants

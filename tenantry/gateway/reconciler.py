@@ -11,9 +11,14 @@ it. Inputs:
   keeps the key out of the process environment).
 
 For each desired team: create it, or update the fields that differ; make
-sure its key exists (registered with the given value) and is not blocked.
-Teams this reconciler created earlier that the spec no longer names get
-their keys blocked, not deleted, so spend history stays.
+sure its key exists (registered with the given value). Teams this
+reconciler created earlier that the spec no longer names get their keys
+blocked, not deleted, so spend history stays; each such key carries the
+reconciler's block record in its metadata (BLOCK_RECORD), and only a key
+with that record is unblocked when its tenant returns. A key blocked by
+anyone else is revoked: it stays blocked, run after run, and the
+reconciler says so (keep-revoked) until the tenant's key is replaced
+(runbooks/procedures/rotate-a-tenant-key.md).
 """
 
 from __future__ import annotations
@@ -28,6 +33,14 @@ from dataclasses import dataclass
 from typing import Any
 
 MANAGED_BY = "tenantry"
+
+
+class SpecConflict(Exception):
+    """The spec asks for something LiteLLM's records forbid: the tenant and what to do."""
+
+    def __init__(self, tenant: str, message: str):
+        self.tenant = tenant
+        super().__init__(f"tenant {tenant}: {message}")
 
 
 class GatewayRefused(Exception):
@@ -47,6 +60,15 @@ def _refusal_message(error: urllib.error.HTTPError) -> str:
         return body.strip()[:300] or error.reason
     return str(detail.get("message", detail) if isinstance(detail, dict) else detail)[:300]
 """Teams carrying metadata.managed_by = tenantry are the reconciler's; it leaves others alone."""
+BLOCK_RECORD = "tenantry_blocked"
+"""The key metadata field the reconciler writes as it blocks a removed tenant's key (who and why): the one block
+it may lift. A block without it is a revocation (a leaked key, an operator's decision), which it never lifts."""
+OFFBOARDED = "tenantry_offboarded"
+"""The team metadata field runbooks/procedures/offboard-a-tenant.md writes as it retires a tenant's team (renamed,
+managed_by changed so the reconciler leaves it alone): when, and the digest of the tenant's cache salt, which no
+later tenant may reuse (its prompts may still sit in the engines' prefix caches under that salt)."""
+REVOKED_HINT = ("blocked outside the reconciler, so revoked: left blocked until the tenant's key is replaced "
+                "(runbooks/procedures/rotate-a-tenant-key.md)")
 TEAM_FIELDS = ("models", "tpm_limit", "rpm_limit", "max_budget", "budget_duration", "metadata")
 KEY_FIELDS = ("max_parallel_requests", "allowed_routes")
 """LiteLLM keeps concurrency and the routes a key may call on keys, not teams: each tenant has one key."""
@@ -55,7 +77,8 @@ KEY_FIELDS = ("max_parallel_requests", "allowed_routes")
 @dataclass(frozen=True)
 class Action:
     verb: str
-    """create-team, update-team, create-key, update-key, unblock-key, block-team-keys"""
+    """create-team, update-team, create-key, update-key, unblock-key, block-team-keys; keep-revoked changes
+    nothing (the tenant's key is blocked and not by the reconciler) and is reported on every run"""
     tenant: str
     body: dict[str, Any]
 
@@ -70,6 +93,7 @@ def plan_actions(
     each tenant key's info from LiteLLM, or None when it does not exist yet.
     Each desired team carries its key's settings under `key`."""
     current = {t.get("team_alias"): t for t in teams}
+    _refuse_reused_salts(desired, teams)
     actions: list[Action] = []
     for wanted in desired:
         team = {k: v for k, v in wanted.items() if k != "key"}
@@ -91,7 +115,12 @@ def plan_actions(
                                                          "metadata": {"managed_by": MANAGED_BY}}))
             continue
         if info.get("blocked"):
-            actions.append(Action("unblock-key", tenant, {"key": key}))
+            metadata = info.get("metadata") or {}
+            if BLOCK_RECORD not in metadata:
+                actions.append(Action("keep-revoked", tenant, {}))
+                continue
+            actions.append(Action("unblock-key", tenant, {
+                "key": key, "metadata": {k: v for k, v in metadata.items() if k != BLOCK_RECORD}}))
         changed = {f: key_settings[f] for f in KEY_FIELDS if f in key_settings and _differs(info.get(f), key_settings[f])}
         if changed:
             actions.append(Action("update-key", tenant, {"key": key, **changed}))
@@ -100,6 +129,19 @@ def plan_actions(
         if alias not in wanted and (team.get("metadata") or {}).get("managed_by") == MANAGED_BY:
             actions.append(Action("block-team-keys", str(alias), {"team_id": team["team_id"]}))
     return actions
+
+
+def _refuse_reused_salts(desired: list[dict[str, Any]], teams: list[dict[str, Any]]) -> None:
+    retired = {record["cache_salt_digest"]: str(team.get("team_alias"))
+               for team in teams if isinstance(record := (team.get("metadata") or {}).get(OFFBOARDED), dict)
+               and record.get("cache_salt_digest")}
+    for wanted in desired:
+        digest = (wanted.get("metadata") or {}).get("cache_salt_digest")
+        if digest and digest in retired:
+            raise SpecConflict(wanted["team_alias"], (
+                f"its cache salt is the offboarded tenant's (team {retired[digest]}), whose prompts the engines may "
+                "still hold under it: give it a salt of its own (tenants[].cache.salt), as "
+                "runbooks/procedures/offboard-a-tenant.md says"))
 
 
 def _differs(current: Any, wanted: Any) -> bool:
@@ -164,10 +206,17 @@ class LiteLLM:
         elif action.verb == "update-key":
             self.call("POST", "/key/update", action.body)
         elif action.verb == "unblock-key":
-            self.call("POST", "/key/unblock", action.body)
+            # The record goes first: a key unblocked but still carrying it would be unblocked again after a
+            # later revocation; one whose unblock failed without it stays blocked, the safe side.
+            self.call("POST", "/key/update", action.body)
+            self.call("POST", "/key/unblock", {"key": action.body["key"]})
         elif action.verb == "block-team-keys":
             for key in self.call("GET", f"/key/list?team_id={action.body['team_id']}&return_full_object=true").get("keys", []):
-                token = key.get("token") if isinstance(key, dict) else key
+                token, metadata = (key.get("token"), key.get("metadata") or {}) if isinstance(key, dict) else (key, {})
+                if key.get("blocked") if isinstance(key, dict) else False:
+                    continue  # blocked already, by us or revoked: its record stays as it is
+                record = {"by": "tenantry-reconciler", "reason": "tenant no longer in the spec"}
+                self.call("POST", "/key/update", {"key": token, "metadata": {**metadata, BLOCK_RECORD: record}})
                 self.call("POST", "/key/block", {"key": token})
 
 
@@ -210,11 +259,11 @@ def main() -> int:
     client.wait_until_ready(float(os.environ.get("TENANTRY_WAIT_SECONDS", "300")))
     try:
         actions = reconcile(client, desired, keys)
-    except GatewayRefused as error:
+    except (GatewayRefused, SpecConflict) as error:
         print(f"reconciler: {error}", file=sys.stderr)
         return 1
     for action in actions:
-        print(f"{action.verb} {action.tenant}")
+        print(f"{action.verb} {action.tenant}" + (f": its key is {REVOKED_HINT}" if action.verb == "keep-revoked" else ""))
     print(f"reconciled {len(desired)} tenants, {len(actions)} changes")
     return 0
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tenantry.configs.teams import desired_teams
-from tenantry.gateway.reconciler import GatewayRefused, LiteLLM, reconcile
+from tenantry.gateway.reconciler import REVOKED_HINT, GatewayRefused, LiteLLM, SpecConflict, reconcile
 from tenantry.configs.litellm import READINESS_PATH
 from tenantry.local import credentials, models, postgres, services
 from tenantry.local.alert_receiver import HEALTH_PATH as RECEIVER_HEALTH_PATH
@@ -115,12 +115,16 @@ def up(stack: str, layout: Layout, progress: Progress = print, log_requests: boo
     keys = credentials.tenant_keys(layout, plan)
     try:
         actions = reconcile(LiteLLM(gateway_urls[0], credentials.master_key(layout)), desired_teams(plan), keys)
+    except SpecConflict as error:
+        raise LocalStackError(f"the tenants could not be registered with the gateway: {error}") from None
     except GatewayRefused as error:
         raise LocalStackError(f"the tenants could not be registered with the gateway: {error}. The keys are in "
                               f"{layout.keys_file}; to start afresh, `tenantry local down --purge` (deletes the "
                               "stack's database too)") from None
-    step(f"tenants reconciled: {len(actions)} changes")
-    return UpResult(plan, ports, gateway_urls[0], gateway_urls, keys, time.monotonic() - started, len(actions))
+    revoked = [a.tenant for a in actions if a.verb == "keep-revoked"]
+    changes = len(actions) - len(revoked)
+    step(f"tenants reconciled: {changes} changes" + "".join(f"; {t}'s key is {REVOKED_HINT}" for t in revoked))
+    return UpResult(plan, ports, gateway_urls[0], gateway_urls, keys, time.monotonic() - started, changes)
 
 
 def _check_can_start(plan: Plan, layout: Layout, ports: Ports) -> State | None:

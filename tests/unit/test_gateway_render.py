@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tenantry.gateway.reconciler import MANAGED_BY, Action, plan_actions
+from tenantry.gateway.reconciler import BLOCK_RECORD, MANAGED_BY, OFFBOARDED, Action, SpecConflict, plan_actions
 from tenantry.configs.litellm import litellm_config, tenant_policy_settings
-from tenantry.configs.teams import SPEND_VIEW_ROUTES, TENANT_ROUTES, desired_teams
+from tenantry.configs.teams import SPEND_VIEW_ROUTES, TENANT_ROUTES, desired_teams, salt_digest
 from tenantry.configs.vllm import vllm_args
 from tenantry.stacks import plan_stack
 
@@ -81,7 +81,7 @@ def test_desired_teams():
         "team_alias": "acme", "models": ["tiny", "acme-support", "micro"], "tpm_limit": 12000, "rpm_limit": 120,
         "max_budget": 5.0, "budget_duration": "1d",
         "metadata": {"managed_by": MANAGED_BY, "tier": "guaranteed", "stack": "local", "budget_usd": 5.0,
-                     "budget_mode": "chargeback"},
+                     "budget_mode": "chargeback", "cache_salt_digest": salt_digest("tenant-acme")},
         # Concurrency is the plugin's: a key's own limit is cleared. The key calls the inference API and reads its
         # own spend.
         "key": {"max_parallel_requests": None, "allowed_routes": [*TENANT_ROUTES, "/key/info", "/team/info"]},
@@ -141,12 +141,21 @@ def test_reconciler_changes_nothing_when_in_step():
     assert plan_actions(DESIRED, current, {"a": "sk-a"}, ACTIVE) == []
 
 
-def test_reconciler_updates_only_what_differs_and_unblocks():
+def test_reconciler_updates_only_what_differs_and_lifts_its_own_block():
     current = [{**TEAM, "team_id": "t1", "tpm_limit": 99}]
-    actions = plan_actions(DESIRED, current, {"a": "sk-a"}, {"a": {"blocked": True, "max_parallel_requests": 9}})
+    blocked_by_it = {"blocked": True, "max_parallel_requests": 9,
+                     "metadata": {"managed_by": MANAGED_BY, BLOCK_RECORD: {"by": "tenantry-reconciler"}}}
+    actions = plan_actions(DESIRED, current, {"a": "sk-a"}, {"a": blocked_by_it})
     assert actions == [Action("update-team", "a", {"team_id": "t1", "tpm_limit": 10}),
-                       Action("unblock-key", "a", {"key": "sk-a"}),
+                       Action("unblock-key", "a", {"key": "sk-a", "metadata": {"managed_by": MANAGED_BY}}),
                        Action("update-key", "a", {"key": "sk-a", "max_parallel_requests": 2})]
+
+
+def test_reconciler_never_lifts_a_block_it_did_not_set():
+    """A key blocked by hand (leaked, revoked) stays blocked on every run; the run says so (issue 35, item 11)."""
+    revoked = {"blocked": True, "max_parallel_requests": 9, "metadata": {"managed_by": MANAGED_BY}}
+    actions = plan_actions(DESIRED, [{**TEAM, "team_id": "t1"}], {"a": "sk-a"}, {"a": revoked})
+    assert actions == [Action("keep-revoked", "a", {})]
 
 
 def test_reconciler_blocks_keys_of_removed_tenants_but_not_foreign_teams():
@@ -155,6 +164,21 @@ def test_reconciler_blocks_keys_of_removed_tenants_but_not_foreign_teams():
                {"team_alias": "someone-else", "team_id": "t3", "metadata": {}}]
     actions = plan_actions(DESIRED, current, {"a": "sk-a"}, ACTIVE)
     assert actions == [Action("block-team-keys", "gone", {"team_id": "t2"})]
+
+
+def test_a_tenant_reusing_an_offboarded_tenants_cache_salt_is_refused_with_what_to_do():
+    """A name offboarded and reused gets a fresh team (the old one was renamed), but the default salt would be
+    the old tenant's (issue 35, item 14)."""
+    retired = {"team_alias": "a-offboarded-20261207", "team_id": "t9",
+               "metadata": {"managed_by": "tenantry-offboarded",
+                            OFFBOARDED: {"at": "2026-12-07", "cache_salt_digest": salt_digest("tenant-a")}}}
+    reused = [{**DESIRED[0], "metadata": {**TEAM["metadata"], "cache_salt_digest": salt_digest("tenant-a")}}]
+    with pytest.raises(SpecConflict, match="tenant a: its cache salt is the offboarded tenant's .team "
+                       "a-offboarded-20261207.*tenants\\[\\]\\.cache\\.salt"):
+        plan_actions(reused, [retired], {"a": "sk-a"}, {"a": None})
+    renewed = [{**DESIRED[0], "metadata": {**TEAM["metadata"], "cache_salt_digest": salt_digest("tenant-a-2")}}]
+    assert [a.verb for a in plan_actions(renewed, [retired], {"a": "sk-a"}, {"a": None})] == \
+        ["create-team", "create-key"]
 
 
 def test_reconciler_needs_every_key():
