@@ -9,6 +9,7 @@ that is not listed here.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -119,8 +120,7 @@ class Chart:
     def crds(self) -> list[dict[str, Any]]:
         """The CustomResourceDefinitions kept from the pinned release (charts/<name>/crds), as it ships them: every
         one of a chart whose CRDs tenantry applies itself (lws), the kinds tenantry renders of the others."""
-        return [yaml.safe_load(path.read_text(encoding="utf-8"))
-                for path in sorted((CHARTS_DIR / self.name / "crds").glob("*.yaml"))]
+        return [copy.deepcopy(crd_file(path)) for path in sorted((CHARTS_DIR / self.name / "crds").glob("*.yaml"))]
 
     def release_source(self) -> dict[str, Any]:
         """A Helm Release's chart and repository arguments for this pin."""
@@ -147,6 +147,12 @@ def pinned_chart_of(reference: str) -> Chart:
     if len(found) != 1:
         raise FileNotFoundError(f"charts/ pins {len(found)} charts named {reference!r}")
     return found[0]
+
+
+@cache
+def crd_file(path: Path) -> dict[str, Any]:
+    """A pinned CRD file, parsed once a process (the largest are thousands of lines; every render reads them)."""
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 @cache

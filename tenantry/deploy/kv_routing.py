@@ -16,12 +16,12 @@ What is installed, only for a stack with such an engine:
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
 from tenantry.configs.litellm import REQUEST_TIMEOUT_SECONDS
 from tenantry.configs.vllm import PORT as ENGINE_PORT
@@ -45,7 +45,7 @@ from tenantry.deploy.endpoint_picker import (
     pool_spec,
 )
 from tenantry.deploy.engine import engine_selector
-from tenantry.pins import APPLIED_CRDS_DIR, chart
+from tenantry.pins import APPLIED_CRDS_DIR, chart, crd_file
 from tenantry.plan.model import EnginePlan, Plan
 
 ISTIO_BASE, ISTIOD = "istio-base", "istiod"
@@ -196,4 +196,4 @@ def routing_policies(e: EnginePlan, monitoring_namespace: str) -> list[dict[str,
 
 def applied_crds() -> list[dict[str, Any]]:
     """The CRDs tenantry applies itself, from the pinned files (crds/), each exactly as its release ships it."""
-    return [yaml.safe_load(path.read_text(encoding="utf-8")) for path in sorted(APPLIED_CRDS_DIR.glob("*/*.yaml"))]
+    return [copy.deepcopy(crd_file(path)) for path in sorted(APPLIED_CRDS_DIR.glob("*/*.yaml"))]

@@ -4,14 +4,14 @@ type or a missing required field is a problem, as Kubernetes' strict field valid
 
 from __future__ import annotations
 
+import copy
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
-from tenantry.pins import APPLIED_CRDS_DIR, CHARTS_DIR
+from tenantry.pins import APPLIED_CRDS_DIR, CHARTS_DIR, crd_file
 
 
 def _strict(schema: dict[str, Any]) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def pinned_crd_schemas(charts: Path = CHARTS_DIR, applied: Path = APPLIED_CRDS_D
     """(apiVersion, kind) -> the served version's openAPIV3Schema, strict, for every pinned CRD."""
     schemas = {}
     for path in [*sorted(charts.glob("*/crds/*.yaml")), *sorted(applied.glob("*/*.yaml"))]:
-        crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+        crd = copy.deepcopy(crd_file(path))  # _strict rewrites the schema in place: never the shared parse
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
             if version.get("served"):

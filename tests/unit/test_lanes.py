@@ -33,6 +33,7 @@ def test_a_failing_lane_fails_the_run_and_its_output_is_shown(tmp_path, monkeypa
         (tmp_path / name).mkdir()
         (tmp_path / name / f"test_{name}.py").write_text(f"def test_it():\n    {body}\n")
     monkeypatch.setattr(lanes, "LOGS", tmp_path / "logs")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # two bare sessions: the plugins' imports cost seconds
     monkeypatch.setattr(lanes, "LANES", (lanes.Lane("local", (str(tmp_path / "fails"),), False),
                                          lanes.Lane("rest", (str(tmp_path / "passes"),), True)))
     assert lanes.run(["-p", "no:cacheprovider"]) == 1
