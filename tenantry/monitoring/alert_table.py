@@ -50,6 +50,15 @@ ALERTS: tuple[Alert, ...] = (
     Alert("EngineStuck", ("critical",), "Engine {{ $labels.engine }} holds requests and generates nothing",
           "{{ $labels.engine }} has requests running and has generated no token for 5 minutes: it answers its "
           "health checks and scrapes, but its tenants' requests hang."),
+    Alert("EngineReplicasMissing", ("warning",), "Engine {{ $labels.engine }} runs fewer replicas than planned",
+          "{{ $labels.engine }} has had only {{ $value }} replicas available for 10 minutes, fewer than its Deployment "
+          "asks for: it serves its tenants with less capacity than the Plan reserved for them."),
+    Alert("EngineErrorsHigh", ("warning",), "Engine {{ $labels.engine }} answers with server errors",
+          "{{ $value | humanizePercentage }} of the gateway's calls to {{ $labels.engine }} (and its adapters) ended "
+          "in a server error or no answer over 10 minutes."),
+    Alert("EngineLoraSlotsStarved", ("warning",), "Adapters wait for a LoRA slot on {{ $labels.engine }}",
+          "{{ $labels.engine }} has had adapters' requests waiting for one of its LoRA slots (max_loras) for 10 "
+          "minutes while other adapters hold them: those tenants queue behind the others."),
     Alert("EngineQueueBacklog", ("warning",), "Engine {{ $labels.engine }} has a sustained queue",
           "{{ $value }} requests have been waiting on {{ $labels.engine }} for 10 minutes, above the level at "
           "which admission sheds best-effort traffic."),

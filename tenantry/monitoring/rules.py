@@ -122,6 +122,19 @@ def _engine_alerts(plan: Plan, e: EnginePlan) -> list[dict[str, Any]]:
         alert_rule(plan, "EngineStuck", f"max by (job) (vllm:num_requests_running{{{job}}}) > 0\n"
                    f"and on (job) sum by (job) (rate(vllm:generation_tokens_total{{{job}}}[5m])) == 0",
                    wait="5m", labels=who),
+        # Some replicas up, not all: EngineDown covers none (KEDA's replica count is the spec's here). A
+        # LeaderWorkerSet's groups are no Deployment: kube-state-metrics does not count them.
+        alert_rule(plan, "EngineReplicasMissing",
+                   f'kube_deployment_status_replicas_available{{deployment="{e.name}"}} > 0\n'
+                   f'< on (deployment) kube_deployment_spec_replicas{{deployment="{e.name}"}}', wait="10m", labels=who),
+        _engine_errors(plan, e, who),
+        # vLLM keeps every combination of its LoRA info labels it ever set, each valued at the time it was set:
+        # the newest says what waits now. Adapters waiting while the slots (max_loras) hold others, for 10 minutes.
+        *([alert_rule(plan, "EngineLoraSlotsStarved",
+                      f'max by (job) (vllm:lora_requests_info{{{job}, waiting_lora_adapters!=""}})\n'
+                      f">= on (job) max by (job) (vllm:lora_requests_info{{{job}}})\n"
+                      f"and on (job) max by (job) (vllm:lora_requests_info{{{job}}}) > time() - 120",
+                      wait="10m", labels=who)] if e.lora.enabled else []),
         *(_signal_alert(plan, signals[name], who) for name in ("EngineQueueBacklog", "EngineKvCacheFull")),
         alert_rule(plan, "EnginePreemptionsRising", f"sum by (job) (rate(vllm:num_preemptions_total{{{job}}}[15m])) > 0",
                    wait="15m", labels=who),
@@ -131,6 +144,23 @@ def _engine_alerts(plan: Plan, e: EnginePlan) -> list[dict[str, Any]]:
     return rules
 
 
+
+
+ENGINE_ERROR_RATIO = 0.05
+"""EngineErrorsHigh: the share of LiteLLM's calls to an engine that end in a server error (5xx from vLLM, or no
+answer, which LiteLLM counts as 500), over 10 minutes, on at least ENGINE_ERROR_MIN_CALLS calls."""
+ENGINE_ERROR_MIN_CALLS = 20
+
+
+def _engine_errors(plan: Plan, e: EnginePlan, who: dict[str, str]) -> dict[str, Any]:
+    """LiteLLM counts each call per deployment (model_group: the engine's name or one of its adapters'); the
+    tenants' own error alerts tell who it hurt, this one which engine does it."""
+    # Engine and adapter names are DNS labels (the spec refuses others): nothing in them for a regex to escape.
+    groups = f'model_group=~"{"|".join((e.name, *(a.name for a in e.lora.adapters)))}"'
+    calls = f"sum(increase(litellm_deployment_total_requests_total{{{groups}}}[10m]))"
+    failed = f'sum(increase(litellm_deployment_failure_responses_total{{{groups}, exception_status=~"5.."}}[10m]))'
+    return alert_rule(plan, "EngineErrorsHigh", f"{failed} / {calls} > {ENGINE_ERROR_RATIO:g}\n"
+                      f"and {calls} >= {ENGINE_ERROR_MIN_CALLS}", wait="10m", labels=who)
 
 
 def _signal_alert(plan: Plan, signal: EngineSignal, who: dict[str, str]) -> dict[str, Any]:

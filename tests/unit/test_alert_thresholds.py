@@ -57,6 +57,11 @@ GPU_1 = 'Hostname="gpu-0", gpu="1"'
 GPU_ALERT = {"Hostname": "gpu-0", "gpu": "0", "node": "gpu-0"}
 
 
+def _lora(waiting: str, running: str) -> str:
+    return (f'vllm:lora_requests_info{{job="tiny", max_lora="1", waiting_lora_adapters="{waiting}", '
+            f'running_lora_adapters="{running}"}}')
+
+
 def _slo(objective: str, missed_per_10: float) -> dict[str, str]:
     return {f"tenantry_tenant_requests_total{{{ACME}}}": counter(10),
             f'tenantry_tenant_slo_misses_total{{{ACME}, objective="{objective}"}}': counter(missed_per_10)}
@@ -195,6 +200,25 @@ CASES = [
          {'vllm:num_requests_running{job="tiny"}': gauge(2), 'vllm:generation_tokens_total{job="tiny"}': counter(50)},
          [TINY]),
     # The local plan sheds best-effort at 4 waiting and at 92 % KV-cache usage.
+    # One of tiny's two replicas available fires; both do not (none is EngineDown's).
+    Case("EngineReplicasMissing", {'kube_deployment_status_replicas_available{deployment="tiny"}': gauge(1)},
+         {'kube_deployment_status_replicas_available{deployment="tiny"}': gauge(2)},
+         [{"engine": "tiny", "pool": "local", "deployment": "tiny"}],
+         shared={'kube_deployment_spec_replicas{deployment="tiny"}': gauge(2)}),
+    # 10 calls a minute to tiny and its adapter: 1 a minute ending in a 500 on the adapter is 10 % (over 5 %);
+    # 0.4 is 4 %, with the tenants' own 429s beside it, which are no engine's error.
+    Case("EngineErrorsHigh",
+         {'litellm_deployment_failure_responses_total{model_group="acme-support", exception_status="500"}': counter(1)},
+         {'litellm_deployment_failure_responses_total{model_group="acme-support", exception_status="500"}': counter(0.4),
+          'litellm_deployment_failure_responses_total{model_group="tiny", exception_status="429"}': counter(5)},
+         [{"engine": "tiny", "pool": "local"}], holds=(1, 3),
+         shared={'litellm_deployment_total_requests_total{model_group="tiny"}': counter(5),
+                 'litellm_deployment_total_requests_total{model_group="acme-support"}': counter(5)}),
+    # vLLM's LoRA info: one series per state it reported, valued at the time it did (promtool's time() is the
+    # minute x 60). The newest holding a waiting adapter fires; a waiting state left behind by a newer one does not.
+    Case("EngineLoraSlotsStarved",
+         {_lora("acme-support", "globex-legal"): "0+60x60", _lora("", ""): "0x60"},
+         {_lora("acme-support", "globex-legal"): "0x60", _lora("", "acme-support"): "0+60x60"}, [TINY]),
     Case("EngineQueueBacklog", {'vllm:num_requests_waiting{job="tiny"}': gauge(5)},
          {'vllm:num_requests_waiting{job="tiny"}': gauge(4)}, [TINY]),
     Case("EngineKvCacheFull", {'vllm:kv_cache_usage_perc{job="tiny"}': gauge(0.95)},
