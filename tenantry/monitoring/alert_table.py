@@ -94,6 +94,15 @@ ALERTS: tuple[Alert, ...] = (
           "{{ $value }} finished WAL segments on {{ $labels.pod }} wait to be archived: point-in-time recovery "
           "stops at the last archived one, and PostgreSQL keeps every unarchived segment on its volume until it "
           "fills."),
+    Alert("PostgresReplicaLagging", ("warning",), "PostgreSQL replica {{ $labels.pod }} lags its primary",
+          "{{ $labels.pod }} has replayed nothing of the last {{ $value | humanizeDuration }} of the primary's WAL for "
+          "5 minutes: a failover to it now would lose that much of keys, teams and spend."),
+    Alert("PostgresReplicasMissing", ("warning",), "PostgreSQL runs without all its replicas",
+          "The primary has had {{ $value }} replicas streaming from it for 10 minutes, fewer than the Plan's "
+          "instances ask for: one more failure and the gateway's database has no standby."),
+    Alert("PostgresConnectionsNearLimit", ("warning",), "PostgreSQL {{ $labels.pod }} nears its connection limit",
+          "{{ $labels.pod }} has {{ $value | humanizePercentage }} of max_connections in use: a gateway scale-up "
+          "or a reconnect storm would be refused with 'too many clients'."),
     Alert("RedisDown", ("critical",), "Redis, where limits are shared, is unreachable",
           "Most of the gateway's Redis calls fail, or its Deployment has no replica available: limits and the "
           "concurrency ledger are not shared; admission runs in fail-safe."),

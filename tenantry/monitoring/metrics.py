@@ -43,7 +43,8 @@ DCGM = Source("dcgm", "the DCGM exporter's metrics list in charts/gpu-operator/v
               local=False)
 KUBE_STATE = Source("kube-state-metrics", "kube-state-metrics v2 (internal/store of v2.20.0)", local=False)
 CLOUDNATIVE_PG = Source("cloudnative-pg", "CloudNativePG 1.30's instance exporter (pkg/management/postgres/webserver/"
-                        "metricserver)", local=False)
+                        "metricserver) and its default queries (config/manager/default-monitoring.yaml: pg_replication, "
+                        "backends, pg_settings; a query's column is cnpg_<query>_<column>)", local=False)
 BARMAN_CLOUD = Source("barman-cloud", "the Barman Cloud plugin v0.13.0 (web/docs/observability.md), through the "
                       "instances' exporter", local=False)
 
@@ -127,6 +128,10 @@ _BY_SOURCE: dict[Source, dict[str, str]] = {
     CLOUDNATIVE_PG: {
         "cnpg_collector_up": _GAUGE,
         "cnpg_collector_pg_wal_archive_status": _GAUGE,
+        "cnpg_pg_replication_lag": _GAUGE,
+        "cnpg_pg_replication_streaming_replicas": _GAUGE,
+        "cnpg_backends_total": _GAUGE,
+        "cnpg_pg_settings_setting": _GAUGE,
     },
     BARMAN_CLOUD: {
         "barman_cloud_cloudnative_pg_io_last_failed_backup_timestamp": _GAUGE,

@@ -181,11 +181,40 @@ def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:
                    f"or {_none_up(f'{plan.platform.namespace}/{POSTGRES_POD_MONITOR}')}", wait="2m"),
         alert_rule(plan, "PostgresSpendWritesFailing", SPEND_WRITE_FAILURES, wait="5m"),
         *_backup_alerts(plan),
+        *_postgres_health_alerts(plan),
         alert_rule(plan, "RedisDown", f"{_failing('litellm_redis')}\n"
                    'or max by (deployment) (kube_deployment_status_replicas_available{deployment="tenantry-redis"}) == 0',
                    wait="2m"),
         alert_rule(plan, "ReconcilerJobFailed", _reconciler_failed(), wait="0m"),
     ]
+
+
+POSTGRES_LAG_SECONDS = 60
+"""A replica this far behind its primary loses as much of the tenants' spend if it is promoted."""
+POSTGRES_CONNECTIONS_SHARE = 0.8
+"""Of max_connections: past it, a gateway scale-up or a reconnect storm meets 'too many clients'."""
+
+
+def _postgres_health_alerts(plan: Plan) -> list[dict[str, Any]]:
+    """The instances' own view, from CloudNativePG's default queries through tenantry's PodMonitor: a replica's
+    replay lag, the primary's streaming replicas against the Plan's instances, connections against the limit."""
+    job = f'job="{plan.platform.namespace}/{POSTGRES_POD_MONITOR}"'
+    alerts = [
+        alert_rule(plan, "PostgresConnectionsNearLimit",
+                   f"sum by (pod) (cnpg_backends_total{{{job}}})\n"
+                   f'/ on (pod) max by (pod) (cnpg_pg_settings_setting{{{job}, name="max_connections"}})\n'
+                   f"> {POSTGRES_CONNECTIONS_SHARE:g}", wait="5m"),
+    ]
+    if plan.platform.postgres_instances > 1:
+        alerts += [
+            alert_rule(plan, "PostgresReplicaLagging",
+                       f"max by (pod) (cnpg_pg_replication_lag{{{job}}}) > {POSTGRES_LAG_SECONDS}", wait="5m"),
+            # The primary counts the replicas streaming from it; each replica reports 0.
+            alert_rule(plan, "PostgresReplicasMissing",
+                       f"max(cnpg_pg_replication_streaming_replicas{{{job}}}) < {plan.platform.postgres_instances - 1}",
+                       wait="10m"),
+        ]
+    return alerts
 
 
 BACKUP_SLACK_SECONDS = 3600

@@ -92,6 +92,12 @@ def _postgres_scrape(up: int) -> dict[str, str]:
     return {'up{job="tenantry/tenantry-postgres-metrics", pod="tenantry-postgres-1"}': gauge(up)}
 
 
+def _pg(metric: str, instance: int, labels: str = "") -> str:
+    """A series of CloudNativePG's exporter as tenantry's PodMonitor scrapes it from instance N."""
+    return (f'{metric}{{job="tenantry/tenantry-postgres-metrics", pod="tenantry-postgres-{instance}"'
+            f'{", " + labels if labels else ""}}}')
+
+
 def _one_shot_job(failed: bool) -> dict[str, str]:
     job = 'namespace="tenantry", job_name="tenantry-reconcile-0123abcdef"'
     return {f'kube_job_failed{{{job}, condition="true"}}': gauge(int(failed)),
@@ -264,6 +270,20 @@ CASES = [
          [{}], stack="h100x8-shared-70b", holds=(1, 1)),
     Case("PostgresWalArchivingFailing", _wal_ready(11), _wal_ready(10),
          [{"namespace": "tenantry", "pod": "tenantry-postgres-1"}], stack="h100x8-shared-70b"),
+    # The standby 61 s behind fires, 60 s does not; the primary (0 s) is never the one named.
+    Case("PostgresReplicaLagging", {_pg("cnpg_pg_replication_lag", 2): gauge(61)},
+         {_pg("cnpg_pg_replication_lag", 2): gauge(60)}, [{"pod": "tenantry-postgres-2"}], stack="h100x8-shared-70b",
+         shared={_pg("cnpg_pg_replication_lag", 1): gauge(0)}),
+    # Two instances planned: the primary streaming to none fires, to its one standby does not.
+    Case("PostgresReplicasMissing", {_pg("cnpg_pg_replication_streaming_replicas", 1): gauge(0)},
+         {_pg("cnpg_pg_replication_streaming_replicas", 1): gauge(1)}, [{}], stack="h100x8-shared-70b",
+         shared={_pg("cnpg_pg_replication_streaming_replicas", 2): gauge(0)}),
+    # 81 of 100 connections in use (61 idle, 20 active) fires; 80 does not.
+    Case("PostgresConnectionsNearLimit", {_pg("cnpg_backends_total", 1, 'state="idle"'): gauge(61)},
+         {_pg("cnpg_backends_total", 1, 'state="idle"'): gauge(60)}, [{"pod": "tenantry-postgres-1"}],
+         stack="h100x8-shared-70b",
+         shared={_pg("cnpg_backends_total", 1, 'state="active"'): gauge(20),
+                 _pg("cnpg_pg_settings_setting", 1, 'name="max_connections"'): gauge(100)}),
     Case("RedisDown", _service("litellm_redis", 6, 10), _service("litellm_redis", 5, 10), [{}]),
     # The one-shot Job with its retries spent fires; one whose failed pod a retry saved (kube_job_status_failed 1,
     # the Failed condition false) does not, nor another namespace's Job.
