@@ -37,20 +37,41 @@ def from_team(expr: str) -> str:
 
 
 BUDGET_RESET = "tenantry:tenant_budget_reset:timestamp"
+BUDGET_UPDATED = "tenantry:tenant_budget_updated:timestamp"
+_SPENT_ON_REPLICA = f"sum by (tenant, instance) ({from_team('increase(litellm_spend_metric_total[2m])')}) > 0"
+"""A gateway replica that served the tenant in the last 2 minutes: it has just set the tenant's budget gauges."""
 
 
-def budget_reset() -> dict[str, Any]:
-    """When each gateway replica's budget gauges expire: the end of the budget window they were set in. LiteLLM
-    sets a team's gauges on the replica that served it, at each request that spent (litellm_spend_metric_total
-    rose), and never after; once the window they were set in has ended, they describe a spend the gateway has
-    reset (issue 35, item 9: a 95 % page outlived the reset). The end is latched while the replica spends (now
-    plus the hours to the reset it reports) and kept between (the rule reads its own last value); a replica
-    with no latch (none since Prometheus started) keeps counting."""
-    spent = f"sum by (tenant, instance) ({from_team('increase(litellm_spend_metric_total[2m])')}) > 0"
-    return _record(BUDGET_RESET,
-                   f"(\n  time() + 3600 * max by (tenant, instance) "
-                   f"({from_team('litellm_team_budget_remaining_hours_metric')})\n"
-                   f"    and on (tenant, instance) ({spent})\n)\nor {BUDGET_RESET}")
+def budget_freshness() -> list[dict[str, Any]]:
+    """When each gateway replica's budget gauges were set, and until when they hold. LiteLLM sets a team's gauges
+    on the replica that served it, at each request that spent (litellm_spend_metric_total rose), and never after:
+    a replica that has not served since keeps the cap and the spend of then (issue 35, item 9: a 95 % page
+    outlived the window's reset, and a budget lowered on one replica was read against another's old cap). Both
+    are latched while the replica spends and kept between (each rule reads its own last value): the time, and
+    the end of the window the gauges belong to (now plus the hours to the reset they report)."""
+    return [
+        _record(BUDGET_UPDATED, f"timestamp({_SPENT_ON_REPLICA})\nor {BUDGET_UPDATED}"),
+        _record(BUDGET_RESET, f"(\n  time() + 3600 * max by (tenant, instance) "
+                              f"({from_team('litellm_team_budget_remaining_hours_metric')})\n"
+                              f"    and on (tenant, instance) ({_SPENT_ON_REPLICA})\n)\nor {BUDGET_RESET}"),
+    ]
+
+
+def budget_spent() -> dict[str, Any]:
+    """The share of its budget a tenant has spent, from one replica's gauges, never mixed across replicas: spent is
+    that replica's cap less what it has left, over its cap (chargeback) or the Plan's budget (showback, whose cap
+    is a runaway guard far above it). Of the replicas still in their window, the one that served last; where no
+    replica has been seen spending since Prometheus started, the largest share."""
+    spent = (f"(\n    max by (tenant, instance) ({from_team('litellm_team_max_budget_metric')} > 0)\n"
+             f"    - min by (tenant, instance) ({from_team('litellm_remaining_team_budget_metric')})\n  )")
+    share = (f"(\n  {spent}\n  / on (tenant) group_left max by (tenant) "
+             f'(tenantry:tenant_objective:budget_usd{{mode="showback"}})\n'
+             f"  or {spent}\n  / max by (tenant, instance) ({from_team('litellm_team_max_budget_metric')} > 0)\n)\n"
+             f"unless on (tenant, instance) ({BUDGET_RESET} < time())")
+    latest = f"{BUDGET_UPDATED} == on (tenant) group_left max by (tenant) ({BUDGET_UPDATED})"
+    return _record("tenantry:tenant_budget_spent:ratio",
+                   f"max by (tenant) (\n  ({share}) and on (tenant, instance) ({latest})\n"
+                   f"  or ({share}) unless on (tenant) {BUDGET_UPDATED}\n)")
 
 
 def _record(name: str, expr: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -158,18 +179,8 @@ def _tenant_records() -> list[dict[str, Any]]:
         _record("tenantry:tenant_shed_ratio:rate10m",
                 "sum by (tenant) (rate(tenantry_gateway_shed_total[10m]))\n"
                 f"  / sum by (tenant) ({from_team('rate(litellm_proxy_total_requests_metric_total[10m])')})"),
-        budget_reset(),
-        # Each gateway replica reports the budget as of its own last request, from the spend cached with
-        # the key (LiteLLM's user_api_key_cache, 60 s): of the replicas still in the current window, the one
-        # that saw the most spend is the freshest. Spent is the gateway's cap less what it has left; a chargeback
-        # tenant is measured against that cap, a showback tenant against the Plan's budget (its cap is a runaway
-        # guard far above it).
-        _record("tenantry:tenant_budget_spent:ratio",
-                f"max by (tenant) (\n  (\n    max by (tenant, instance) ({from_team('litellm_team_max_budget_metric')} > 0)\n"
-                f"    - min by (tenant, instance) ({from_team('litellm_remaining_team_budget_metric')})\n  )\n"
-                f"  unless on (tenant, instance) ({BUDGET_RESET} < time())\n)\n"
-                f'/ (\n  max by (tenant) (tenantry:tenant_objective:budget_usd{{mode="showback"}})\n'
-                f"  or max by (tenant) ({from_team('litellm_team_max_budget_metric')} > 0)\n)"),
+        *budget_freshness(),
+        budget_spent(),
         _record("tenantry:gateway_admissions:rate5m",
                 "sum by (tenant, tier, engine, decision, reason) (rate(tenantry_gateway_admissions_total[5m]))"),
         _record("tenantry:gateway_refusals:rate5m",

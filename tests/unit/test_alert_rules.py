@@ -214,6 +214,31 @@ def test_a_budget_page_ends_with_the_window_on_replicas_that_served_nothing_sinc
     ]}])
 
 
+def test_a_budget_changed_is_read_from_the_replica_that_served_since(tmp_path):
+    """The share comes from one replica's gauges, the one that served last, never one replica's spend against
+    another's cap: acme's budget lowered from 50 to 5 USD, served since by gw-1 only (4.25 of 5 spent, 85 %) while
+    gw-0 keeps 50 and 45.75 left, warns; globex's raised from 2 to 20 USD (1.7 spent, 8.5 %) while gw-0 keeps
+    2 and 0.3 left (85 %), does not. Mixing replicas read acme at 8.5 % and globex at 98.5 %."""
+    def replica(alias: str, instance: str, spends: bool, cap: float, left: float) -> list[dict]:
+        labels = f'team_alias="{alias}", team="t-{alias}", instance="{instance}"'
+        return [{"series": f"litellm_spend_metric_total{{{labels}, model=\"tiny\"}}",
+                 "values": _minutes(lambda m: 0.01 * m if spends else 0.0)},
+                {"series": f"litellm_team_max_budget_metric{{{labels}}}", "values": _minutes(lambda m: cap)},
+                {"series": f"litellm_remaining_team_budget_metric{{{labels}}}", "values": _minutes(lambda m: left)},
+                {"series": f"litellm_team_budget_remaining_hours_metric{{{labels}}}", "values": _minutes(lambda m: 20)}]
+
+    series = [*replica("acme", "gw-0", False, 50, 45.75), *replica("acme", "gw-1", True, 5, 0.75),
+              *replica("globex", "gw-0", False, 2, 0.3), *replica("globex", "gw-1", True, 20, 18.3)]
+    warning = {"tenant": "acme", "tier": "guaranteed", "severity": "warning", "threshold": "0.8"}
+    _unit_test(tmp_path, "local", [{"interval": "1m", "input_series": series, "promql_expr_test": [
+        {"expr": "round(tenantry:tenant_budget_spent:ratio, 0.001)", "eval_time": "20m",
+         "exp_samples": [{"labels": '{tenant="acme"}', "value": 0.85}, {"labels": '{tenant="globex"}', "value": 0.085}]},
+    ], "alert_rule_test": [
+        {"eval_time": "20m", "alertname": "TenantBudgetSpent", "exp_alerts": [
+            {"exp_labels": {**warning, "severity": "info", "threshold": "0.5"}}, {"exp_labels": warning}]},
+    ]}])
+
+
 def test_a_spend_rate_that_outruns_the_budget_is_projected(tmp_path):
     # 0.6 USD an hour with 10 hours to the reset and 2 USD left: 4 USD short.
     series = [{"series": 'litellm_spend_metric_total{team_alias="globex", model="tiny"}', "values": "0+0.01x150"},
