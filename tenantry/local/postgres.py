@@ -45,6 +45,14 @@ def init_data(layout: Layout, user: str | None) -> None:
         raise LocalStackError(f"initdb failed: {result.stderr.strip()}")
 
 
+def accepts_connections(layout: Layout, ports: Ports) -> bool:
+    """PostgreSQL answers queries: its port opens while it is still starting up, when a client is refused with
+    "the database system is starting up" (a fresh clone's gate stack failed so, 2026-12-07)."""
+    ready = subprocess.run(["/usr/bin/pg_isready", "-q", "-h", str(layout.postgres_home), "-p", str(ports.postgres)],
+                           capture_output=True, check=False)
+    return ready.returncode == 0
+
+
 def create_database(layout: Layout, ports: Ports, password: str) -> None:
     """The litellm role and database, created once; the password is reset each
     time so the secret file is always the truth."""
