@@ -7,6 +7,7 @@ import os
 import pwd
 import shutil
 import subprocess
+from pathlib import Path
 
 from tenantry.local import services
 from tenantry.local.health import LocalStackError
@@ -45,10 +46,11 @@ def init_data(layout: Layout, user: str | None) -> None:
         raise LocalStackError(f"initdb failed: {result.stderr.strip()}")
 
 
-def accepts_connections(layout: Layout, ports: Ports) -> bool:
+def accepts_connections(socket_folder: Path, port: int) -> bool:
     """PostgreSQL answers queries: its port opens while it is still starting up, when a client is refused with
-    "the database system is starting up" (a fresh clone's gate stack failed so, 2026-12-07)."""
-    ready = subprocess.run(["/usr/bin/pg_isready", "-q", "-h", str(layout.postgres_home), "-p", str(ports.postgres)],
+    "the database system is starting up" (a fresh clone's gate stack failed so, 2026-12-07). pg_isready tells the
+    two apart (exit 1 is "rejecting connections"); any other answer, a refused password included, is a server up."""
+    ready = subprocess.run(["/usr/bin/pg_isready", "-q", "-h", str(socket_folder), "-p", str(port)],
                            capture_output=True, check=False)
     return ready.returncode == 0
 

@@ -185,7 +185,7 @@ def _prepare_database(layout: Layout, ports: Ports, prisma_paths: BridgePaths, d
                       step: Progress) -> None:
     from tenantry.local import prisma
 
-    wait_healthy("PostgreSQL", lambda: postgres.accepts_connections(layout, ports), 60, layout.logs / "postgres.log")
+    wait_healthy("PostgreSQL", lambda: postgres.accepts_connections(layout.postgres_home, ports.postgres), 60, layout.logs / "postgres.log")
     postgres.create_database(layout, ports, credentials.postgres_password(layout))
     step("PostgreSQL ready")
     try:
