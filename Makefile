@@ -12,9 +12,10 @@ VLLM := .venv-vllm
 ANSIBLE := .venv-ansible
 # network-config-analyzer pins its PyYAML, networkx and lxml exactly: a fourth (tenantry/manifests/connectivity.py).
 NCA := .venv-nca
-# mmdebstrap, podman and runc build and boot the throwaway node tests/ansible/ hardens.
+# mmdebstrap, podman and runc build and boot the throwaway node tests/ansible/ hardens; qemu and mkfs.ext4 boot its
+# hardened tree with its own kernel (tests/ansible/vm.py).
 DEBIAN_PACKAGES := postgresql redis-server prometheus prometheus-alertmanager nodejs:node npm:npm chromium \
-  mmdebstrap podman runc procps:pgrep
+  mmdebstrap podman runc procps:pgrep qemu-system-x86:qemu-system-x86_64 e2fsprogs:mkfs.ext4
 PYTEST_ARGS ?=
 
 .PHONY: local test bench docs venv environments system freeze-vllm clean

@@ -22,7 +22,7 @@ from pathlib import Path
 import testinfra
 from testinfra.host import Host
 
-from tests.ansible import node
+from tests.ansible import node, vm
 
 TESTS = Path(__file__).resolve().parent
 
@@ -31,6 +31,7 @@ TESTS = Path(__file__).resolve().parent
 class HardenedNode:
     key: str
     target: str
+    address: str  # the chroot's folder or the container's name
     rootfs: Path
     inventory: Path
     converge: node.Run
@@ -44,10 +45,14 @@ SECONDS: dict[str, float] = {}
 _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ansible-node")
 """Two at a time: most of a converge is waiting on apt and on process start-up, so two overlap well on two cores."""
 _builds: dict[str, Future] = {}
+VM = "debian-12-vm"
+"""The hardened Debian tree booted by its own kernel (tests/ansible/vm.py), built after the nodes and kept apart from
+node.NODES: no playbook runs in it, it shows what the Debian chroot's runs left for a boot to apply."""
 
 
 def _tools_present() -> None:
-    missing = [tool for tool in ("mmdebstrap", "podman", "runc") if shutil.which(tool) is None]
+    missing = [tool for tool in ("mmdebstrap", "podman", "runc", "qemu-system-x86_64", "mkfs.ext4")
+               if shutil.which(tool) is None]
     assert not missing, f"missing {missing}: `make test` installs them (Makefile DEBIAN_PACKAGES)"
     assert (node.ANSIBLE_BIN / "ansible-playbook").exists(), "no .venv-ansible: `make test` installs it"
 
@@ -66,7 +71,7 @@ def _harden(key: str, target: str, address: str, connection: str, rootfs: Path, 
     converge = _timed(f"{key}: converge", lambda: node.playbook(inventory, *args))
     second_run = (_timed(f"{key}: second run", lambda: node.playbook(inventory, *args))
                   if converge.returncode == 0 and node.NODES[key].second_run else None)
-    return HardenedNode(key, target, rootfs, inventory, converge, second_run, host)
+    return HardenedNode(key, target, address, rootfs, inventory, converge, second_run, host)
 
 
 def _chroot_node(key: str, after: Callable[[], None]) -> HardenedNode:
@@ -84,16 +89,29 @@ def _container_node(key: str, tree: Future) -> HardenedNode:
     configuration, the firewall in the container's network namespace, containerd)."""
     hardened_tree: HardenedNode = tree.result()
     assert hardened_tree.converge.returncode == 0, f"{hardened_tree.key} did not converge: nothing to boot"
-    rootfs = node.CACHE / "nodes" / key
-    node.podman("rm", "--force", key, check=False)
+    rootfs, name = node.CACHE / "nodes" / key, node.container_name(key)
+    node.podman("rm", "--force", name, check=False)
     if rootfs.exists():
         shutil.rmtree(rootfs)
     subprocess.run(["cp", "-a", str(hardened_tree.rootfs), str(rootfs)], check=True)
     os.environ["CONTAINERS_CONF"] = str(node.containers_conf())  # testinfra's podman exec runs with this session's
-    node.boot(rootfs, key)
-    state = _timed(f"{key}: boot", lambda: node.wait_for_boot(key))
+    node.boot(rootfs, name)
+    state = _timed(f"{key}: boot", lambda: node.wait_for_boot(name))
     assert state in ("running", "degraded"), f"systemd in {key} did not finish starting: {state!r}"
-    return _harden(key, "container", key, "containers.podman.podman", rootfs, testinfra.get_host(f"podman://{key}"))
+    return _harden(key, "container", name, "containers.podman.podman", rootfs, testinfra.get_host(f"podman://{name}"))
+
+
+def _vm(tree: Future) -> vm.BootedVM:
+    hardened_tree: HardenedNode = tree.result()
+    assert hardened_tree.converge.returncode == 0, f"{hardened_tree.key} did not converge: nothing to boot"
+    folder = node.CACHE / "nodes" / VM
+    folder.mkdir(parents=True, exist_ok=True)
+    tree = folder / "tree"
+    kernel, initramfs = _timed(f"{VM}: kernel installed", lambda: vm.prepare_tree(hardened_tree.rootfs, tree))
+    image = _timed(f"{VM}: disk", lambda: vm.disk(tree, folder / "disk.img"))
+    kernel, initramfs = (Path(shutil.copy(path, folder)) for path in (kernel, initramfs))
+    shutil.rmtree(tree)  # the disk holds it now
+    return _timed(f"{VM}: boot", lambda: vm.boot(kernel, initramfs, image, folder))
 
 
 def needed(items) -> bool:
@@ -109,6 +127,13 @@ def start(after: Callable[[], None] = lambda: None) -> None:
                     if kind.target == "chroot"})
     _builds.update({k: _pool.submit(_container_node, k, _builds[kind.boots]) for k, kind in node.NODES.items()
                     if kind.target == "container"})
+    _builds[VM] = _pool.submit(_vm, _builds[node.DEBIAN_CHROOT])
+
+
+def booted_vm() -> vm.BootedVM:
+    """The VM once booted (its build started now if the session did not start it); a failed build raises."""
+    start()
+    return _builds[VM].result()
 
 
 def hardened(key: str) -> HardenedNode:
@@ -125,7 +150,10 @@ def remove_all() -> None:
     for key, build in list(_builds.items()):
         if not build.cancelled():
             build.exception()  # wait for it, whatever its end
-        if node.NODES[key].target == "container":
-            node.podman("rm", "--force", key, check=False)
+        if key == VM:
+            if not build.cancelled() and build.exception() is None:
+                build.result().stop()
+        elif node.NODES[key].target == "container":
+            node.podman("rm", "--force", node.container_name(key), check=False)
         shutil.rmtree(node.CACHE / "nodes" / key, ignore_errors=True)
     _builds.clear()

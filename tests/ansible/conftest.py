@@ -41,5 +41,5 @@ def link() -> packets.Link:
     """The booted node's network namespace joined to a peer namespace that sends from the test's addresses."""
     missing = [tool for tool in ("ip", "nsenter", "python3") if shutil.which(tool) is None]
     assert not missing, f"missing {missing} on the test machine (Debian's iproute2, util-linux, python3)"
-    with packets.linked(builds.hardened(node.DEBIAN_CONTAINER).key) as joined:
+    with packets.linked(builds.hardened(node.DEBIAN_CONTAINER).address) as joined:
         yield joined

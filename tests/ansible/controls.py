@@ -73,7 +73,7 @@ def command(control: str, name: str, text: str, expect: Callable[[str], bool], w
     return Fact(control, name, check)
 
 
-SYSCTL_FILE = "/etc/sysctl.d/90-tenantry-hardening.conf"
+SYSCTL_FILE = "/etc/sysctl.d/99-tenantry-hardening.conf"
 SYSCTLS = {
     "net.ipv4.conf.all.accept_redirects": 0, "net.ipv4.conf.default.accept_redirects": 0,
     "net.ipv4.conf.all.secure_redirects": 0, "net.ipv4.conf.default.secure_redirects": 0,
@@ -126,12 +126,31 @@ def _userns(host: Host) -> None:
 
 
 def _sysctls_in_force(host: Host) -> None:
+    userns_key, userns_value = USERNS_SYSCTL[host.system_info.codename]
     wrong = {}
-    for key, value in SYSCTLS.items():
-        live = host.run(f"sysctl -n {key}").stdout.strip()
-        if live != str(value):
-            wrong[key] = live
+    for key, value in {**SYSCTLS, userns_key: userns_value}.items():
+        live = host.run(f"sysctl -n {key}")
+        if live.stdout.strip() != str(value):
+            wrong[key] = live.stdout.strip() or live.stderr.strip()
     assert not wrong, f"the running kernel differs: {wrong}"
+
+
+def _modules_loaded(host: Host) -> None:
+    """The modules Kubernetes needs, loaded by the boot (modules-load.d), as the kernel lists them."""
+    missing = [module for module in ("overlay", "br_netfilter") if not host.file(f"/sys/module/{module}").exists]
+    assert not missing, f"not loaded after boot: {missing}"
+
+
+def _refused(module: str) -> Fact:
+    """The node's kernel ships the module, and when something asks for it (as a mount of its file system or a
+    socket of its protocol would), modprobe fails and the module stays unloaded."""
+    def check(host: Host) -> None:
+        shipped = host.run(f"modinfo --field filename {module}")
+        assert shipped.rc == 0, f"the node's kernel has no {module} to refuse: {shipped.stderr.strip()}"
+        asked = host.run(f"modprobe {module}")
+        loaded = host.file(f"/sys/module/{module.replace('-', '_')}").exists
+        assert asked.rc != 0 and not loaded, f"modprobe {module}: rc {asked.rc}, loaded {loaded}"
+    return Fact("os-04", f"{module}-refused", check, live=True)
 
 
 def _security_origins_only(host: Host) -> None:
@@ -251,3 +270,14 @@ FACTS: tuple[Fact, ...] = (
     _kubelet_flag("--kube-reserved", "cpu=1,memory=2Gi,ephemeral-storage=5Gi"),
     _kubelet_flag("--eviction-hard", "memory.available<2Gi,nodefs.available<10%,imagefs.available<15%"),
 )
+
+
+NOT_IN_DEBIANS_KERNEL = ("cramfs",)
+"""Blocked for kernels that build it (Ubuntu's); Debian 12's 6.1 leaves CONFIG_CRAMFS unset, so there is nothing to
+refuse in the VM."""
+KERNEL_FACTS: tuple[Fact, ...] = (Fact("os-02", "loaded", _modules_loaded, live=True),
+                                  *(_refused(module) for module in BLOCKED_MODULES
+                                    if module not in NOT_IN_DEBIANS_KERNEL))
+"""What only the node's own kernel shows beyond FACTS' live ones, read in the VM alone
+(tests/ansible/test_kernel_live.py): on a chroot or a container these would load into, or be refused by, the test
+machine's kernel."""

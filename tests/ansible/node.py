@@ -243,6 +243,12 @@ def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, check=check)
 
 
+def container_name(key: str) -> str:
+    """The node's container, named for this checkout too: two checkouts testing on one machine (a working tree and a
+    fresh clone, two CI jobs) each boot and remove their own (a clone once lost its container to another's cleanup)."""
+    return f"{key}-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]}"
+
+
 def boot(rootfs: Path, name: str) -> str:
     """The node booted with systemd as PID 1: its own network namespace with no network (--network none) and
     NET_ADMIN only there, so the firewall loads into the container and never into the test machine."""

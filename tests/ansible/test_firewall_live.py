@@ -57,7 +57,7 @@ def _tables(container: str) -> set[str]:
 def test_fw_02_fw_04_reloading_restarting_and_stopping_the_firewall_leave_kube_proxys_table(container_node, link):
     """kube-proxy (nftables mode) keeps its rules in a table of its own, as Calico and Cilium do: the firewall
     service must replace or remove tenantry's table and nothing else, whatever an operator or an upgrade does."""
-    name = container_node.key
+    name = container_node.address
     ours, theirs = "table inet tenantry_host", "table ip kube-proxy"
     for command in (("table", "ip", "kube-proxy"), ("chain", "ip", "kube-proxy", "services"),
                     ("rule", "ip", "kube-proxy", "services", "counter")):

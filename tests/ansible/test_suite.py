@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from tests.ansible import node, test_controls, test_firewall_live, test_overrides, test_refusals
-from tests.ansible.controls import FACTS
+from tests.ansible import node, test_controls, test_firewall_live, test_kernel_live, test_overrides, test_refusals
+from tests.ansible.controls import FACTS, KERNEL_FACTS
 
-CONTROL_MODULES = (test_controls, test_refusals, test_overrides, test_firewall_live)
+CONTROL_MODULES = (test_controls, test_refusals, test_overrides, test_firewall_live, test_kernel_live)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_every_control_test_names_a_control_of_the_roles(control_tests):
 
 
 def test_facts_are_unique():
-    assert [fid for fid, count in Counter(f.id for f in FACTS).items() if count > 1] == []
+    assert [fid for fid, count in Counter(f.id for f in (*FACTS, *KERNEL_FACTS)).items() if count > 1] == []
 
 
 def test_every_waiver_names_a_target_a_control_and_its_facts_and_says_why():
