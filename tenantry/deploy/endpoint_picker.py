@@ -51,9 +51,9 @@ PLUGINS = {
 
 
 def picker_name(e: EnginePlan) -> str:
-    """The picker's Deployment, Service, ServiceAccount, Role and ConfigMap: `<pool>-epp`, as the chart names them."""
+    """The picker's Deployment, Service, ServiceAccount, Role and ConfigMap (KvRoutingPlan.picker_deployment)."""
     assert e.routing is not None
-    return f"{e.routing.pool}-epp"
+    return e.routing.picker_deployment
 
 
 def picker_selector(e: EnginePlan) -> dict[str, str]:

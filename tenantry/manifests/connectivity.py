@@ -148,7 +148,7 @@ def flows(plan: Plan, manifests: list[dict[str, Any]]) -> list[Flow]:
         if e.routing is None:
             table.append(Flow(the_gateway, engine, (("TCP", ENGINE_PORT),), True, "LiteLLM calls the engine"))
             continue
-        istio = pods(f"{e.routing.gateway}-istio", ns, {GATEWAY_NAME_LABEL: e.routing.gateway})
+        istio = pods(e.routing.gateway_deployment, ns, {GATEWAY_NAME_LABEL: e.routing.gateway})
         picker = pods(picker_name(e), ns, picker_selector(e))
         table += [Flow(the_gateway, istio, (("TCP", GATEWAY_PORT),), True, "LiteLLM calls the engine's Gateway"),
                   Flow(istio, engine, (("TCP", ENGINE_PORT),), True, "the Gateway sends to the replica picked"),

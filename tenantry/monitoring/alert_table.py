@@ -53,6 +53,13 @@ ALERTS: tuple[Alert, ...] = (
     Alert("EngineReplicasMissing", ("warning",), "Engine {{ $labels.engine }} runs fewer replicas than planned",
           "{{ $labels.engine }} has had only {{ $value }} replicas available for 10 minutes, fewer than its Deployment "
           "asks for: it serves its tenants with less capacity than the Plan reserved for them."),
+    Alert("InferenceGatewayDown", ("critical",), "Engine {{ $labels.engine }}'s inference Gateway has no replica",
+          "The Gateway in front of {{ $labels.engine }} (pool {{ $labels.pool }}) has had no replica available for 2 "
+          "minutes: every call to the engine fails, its tenants' requests fall back or fail although its replicas "
+          "are up."),
+    Alert("EndpointPickerDown", ("warning",), "Engine {{ $labels.engine }}'s endpoint picker has no replica",
+          "The endpoint picker of {{ $labels.engine }} has had no replica available for 10 minutes: its Gateway "
+          "routes without it (fail-open) to any replica, losing prefix-cache and load-aware routing."),
     Alert("EngineErrorsHigh", ("warning",), "Engine {{ $labels.engine }} answers with server errors",
           "{{ $value | humanizePercentage }} of the gateway's calls to {{ $labels.engine }} (and its adapters) ended "
           "in a server error or no answer over 10 minutes."),

@@ -141,7 +141,22 @@ def _engine_alerts(plan: Plan, e: EnginePlan) -> list[dict[str, Any]]:
     ]
     if "EngineTtftHigh" in signals:
         rules.append(_signal_alert(plan, signals["EngineTtftHigh"], who))
+    if e.routing is not None:
+        rules += _kv_routing_alerts(plan, e, who)
     return rules
+
+
+def _kv_routing_alerts(plan: Plan, e: EnginePlan, who: dict[str, str]) -> list[dict[str, Any]]:
+    """A kv-aware engine is reached through its Gateway's Envoy, which asks the endpoint picker for a replica. The
+    engine's own scrapes go to its pods, so EngineDown misses a Gateway with no replica: every call to the engine
+    then fails. The picker is configured to fail open (Envoy routes without it, to any replica of the pool), so its
+    loss costs the prefix-cache and load scoring, not the service."""
+    def none_available(deployment: str) -> str:
+        return ("max by (namespace, deployment) (kube_deployment_status_replicas_available"
+                f'{{namespace="{plan.platform.namespace}", deployment="{deployment}"}}) == 0')
+    assert e.routing is not None
+    return [alert_rule(plan, "InferenceGatewayDown", none_available(e.routing.gateway_deployment), wait="2m", labels=who),
+            alert_rule(plan, "EndpointPickerDown", none_available(e.routing.picker_deployment), wait="10m", labels=who)]
 
 
 

@@ -53,6 +53,17 @@ class KvRoutingPlan:
     def objective(self, tier: str) -> ObjectivePlan:
         return next(o for o in self.objectives if o.tier == tier)
 
+    @property
+    def picker_deployment(self) -> str:
+        """The endpoint picker's Deployment, Service, ServiceAccount, Role and ConfigMap: `<pool>-epp`, as llm-d's
+        router chart names them (deploy renders them, monitoring watches the Deployment)."""
+        return f"{self.pool}-epp"
+
+    @property
+    def gateway_deployment(self) -> str:
+        """The Deployment and Service istiod makes for the Gateway: `<gateway>-istio`."""
+        return f"{self.gateway}-istio"
+
 
 def plan_routing(engine: EngineSpec, spec: Spec, cpu: bool, notes: EngineNotes) -> KvRoutingPlan | None:
     """None for `service`; for `kv-aware`, the pool, the Gateway and the tiers' objectives."""

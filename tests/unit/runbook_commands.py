@@ -44,6 +44,7 @@ KINDS = {
     "objectstores.barmancloud.cnpg.io": "ObjectStore", "objectstore.barmancloud.cnpg.io": "ObjectStore",
     "scaledobject": "ScaledObject", "scaledobjects": "ScaledObject", "so": "ScaledObject",
     "leaderworkerset": "LeaderWorkerSet", "leaderworkersets": "LeaderWorkerSet", "lws": "LeaderWorkerSet",
+    "gateway.gateway.networking.k8s.io": "Gateway", "gateways.gateway.networking.k8s.io": "Gateway",
 }
 """kubectl's resource words → the kinds whose names the test checks."""
 UNCHECKED = {"po", "pod", "pods", "event", "events", "ev", "backups.postgresql.cnpg.io", "backup.postgresql.cnpg.io",
@@ -61,6 +62,8 @@ EXTERNAL = {
     ("Label", "", "app"): "the GPU Operator's daemonsets select their pods by app=<daemonset>",
     ("Label", "", "cnpg.io/instanceRole"): "CloudNativePG marks its primary instance",
     ("LabelValue", "", "app.kubernetes.io/name=cloudnative-pg"): "the CloudNativePG chart's operator pods",
+    ("Deployment", "istio-system", "istiod"): "the istiod chart's control plane (charts/istiod), which makes each "
+                                              "Gateway's Deployment",
 }
 """Objects and label keys that charts and controllers make, which no rendered manifest holds;
 each entry says who makes it. An entry no command uses is an error (it would hide a typo)."""
@@ -261,6 +264,9 @@ def rendered_stack(stack: str) -> Rendered:
     # CloudNativePG's tenantry-postgres-rw, the chart's Prometheus) exist as surely as the ones rendered.
     objects |= {("Service", ns, name)
                 for name, ns in re.findall(r"\b([a-z0-9-]+)\.([a-z0-9-]+)\.svc\b", _text(manifests))}
+    # istiod makes a Deployment and a Service `<gateway>-istio` for each Gateway (KvRoutingPlan.gateway_deployment).
+    objects |= {(kind, plan.platform.namespace, e.routing.gateway_deployment)
+                for e in plan.engines if e.routing for kind in ("Deployment", "Service")}
     maps = list(_label_maps(manifests))
     placeholders = {
         "NAMESPACE": (plan.platform.namespace,),
@@ -274,6 +280,10 @@ def rendered_stack(stack: str) -> Rendered:
         "TIER": tuple(sorted({t.tier for t in plan.tenants})),
         "NODE": tuple(n for p in plan.pools for n in p.node_names or ()),
         "POOL": tuple(p.name for p in plan.pools),
+        # A kv-aware engine's Gateway, its Deployment (istiod's) and its endpoint picker's Deployment.
+        "INFERENCE_GATEWAY": tuple(e.routing.gateway for e in plan.engines if e.routing),
+        "GATEWAY_DEPLOYMENT": tuple(e.routing.gateway_deployment for e in plan.engines if e.routing),
+        "PICKER": tuple(e.routing.picker_deployment for e in plan.engines if e.routing),
     }
     return Rendered(objects, {k for m in maps for k in m},
                     {f"{k}={v}" for m in maps for k, v in m.items() if v is not None}, placeholders)

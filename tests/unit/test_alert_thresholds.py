@@ -52,9 +52,15 @@ class Case:
 ACME = 'tenant="acme", tier="guaranteed", engine="tiny"'
 ACME_ALERT = {"tenant": "acme", "tier": "guaranteed"}
 TINY = {"engine": "tiny", "pool": "local", "job": "tiny"}
+LLAMA_70B = {"engine": "llama-70b", "pool": "h200", "namespace": "tenantry", "deployment": "llama-70b-inference-istio"}
 GPU = 'Hostname="gpu-0", gpu="0"'
 GPU_1 = 'Hostname="gpu-0", gpu="1"'
 GPU_ALERT = {"Hostname": "gpu-0", "gpu": "0", "node": "gpu-0"}
+
+
+def _available(deployment: str, replicas: int, namespace: str = "tenantry") -> dict[str, str]:
+    return {f'kube_deployment_status_replicas_available{{namespace="{namespace}", deployment="{deployment}"}}':
+            gauge(replicas)}
 
 
 def _lora(waiting: str, running: str) -> str:
@@ -225,6 +231,13 @@ CASES = [
     Case("EngineLoraSlotsStarved",
          {_lora("acme-support", "globex-legal"): "0+60x60", _lora("", ""): "0x60"},
          {_lora("acme-support", "globex-legal"): "0x60", _lora("", "acme-support"): "0+60x60"}, [TINY]),
+    # h200-many-adapters' llama-70b is kv-aware: reached through its Gateway's Envoy, which asks its picker.
+    # None of the Gateway's replicas available fires; one does not, nor does another namespace's with none.
+    Case("InferenceGatewayDown", _available("llama-70b-inference-istio", 0), _available("llama-70b-inference-istio", 1),
+         [LLAMA_70B], stack="h200-many-adapters", shared=_available("llama-70b-inference-istio", 0, "other")),
+    Case("EndpointPickerDown", _available("llama-70b-pool-epp", 0), _available("llama-70b-pool-epp", 1),
+         [{**LLAMA_70B, "deployment": "llama-70b-pool-epp"}], stack="h200-many-adapters",
+         shared=_available("llama-70b-pool-epp", 0, "other")),
     Case("EngineQueueBacklog", {'vllm:num_requests_waiting{job="tiny"}': gauge(5)},
          {'vllm:num_requests_waiting{job="tiny"}': gauge(4)}, [TINY]),
     Case("EngineKvCacheFull", {'vllm:kv_cache_usage_perc{job="tiny"}': gauge(0.95)},

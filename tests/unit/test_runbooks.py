@@ -39,9 +39,9 @@ MIG_STACK = "h100-mig-mixed"
 MIG_PAGES = {"MigConfigFailed.md", "repartition-mig.md"}
 WORKLOAD_STACKS = ("h200-many-adapters", "h100x16-405b")
 """Engines of every workload kind: autoscaled (a ScaledObject) and across nodes (a LeaderWorkerSet)."""
-WORKLOAD_PAGES = {"engine-failover.md", "drain-a-gpu-node.md"}
-"""Pages about carved pools: `h100x8-shared-70b` has none, so their names may also come from a stack
-with one (the MIG manager's ConfigMap exists only there)."""
+WORKLOAD_PAGES = {"engine-failover.md", "drain-a-gpu-node.md", "InferenceGatewayDown.md", "EndpointPickerDown.md"}
+"""Pages about engines of kinds `h100x8-shared-70b` has none of (autoscaled, LeaderWorkerSet, kv-aware): their
+names may also come from the stacks that have them."""
 SECTIONS = ("Meaning", "Impact", "Diagnosis", "Mitigation", "Escalation")
 PROCEDURE_NAMES = {"onboard-a-tenant", "rotate-a-tenant-key", "change-a-quota", "budget-running-out",
                    "engine-failover", "drain-a-gpu-node", "repartition-mig", "restore-postgres"}
