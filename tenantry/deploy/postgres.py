@@ -81,7 +81,7 @@ class Postgres(pulumi.ComponentResource):
         cluster_needs: list[pulumi.Resource] = [operator, owner_secret]
         access = bucket_access(p)
         if p.postgres_backup_destination and access is not None:
-            plugin = self._backup_plugin(name, operator_ns, operator)
+            plugin = self._backup_plugin(name, operator_ns, operator, args.monitoring_release)
             cluster_needs.append(self._object_store(name, p, access, plugin))
             spec.update(_archiving(access))
         cluster = k8s.apiextensions.CustomResource(
@@ -115,13 +115,15 @@ class Postgres(pulumi.ComponentResource):
         )
         self.register_outputs({"host": self.service_host})
 
-    def _backup_plugin(self, name: str, operator_ns: k8s.core.v1.Namespace, operator: pulumi.Resource) -> pulumi.Resource:
+    def _backup_plugin(self, name: str, operator_ns: k8s.core.v1.Namespace, operator: pulumi.Resource,
+                       monitoring: pulumi.Resource) -> pulumi.Resource:
         """cert-manager, then the Barman Cloud plugin in the operator's namespace (the plugin's
         docs require it there); the plugin's release waits for cert-manager's, whose webhook must
-        answer before the plugin's Certificates can be created."""
+        answer before the plugin's Certificates can be created. cert-manager's ServiceMonitor (its
+        certificates' renewal and expiry for the alerts) waits for the release that installs its CRD."""
         certs = chart("cert-manager")
         certs_ns = chart_namespace(f"{name}-cert-manager-namespace", certs, "restricted", self)
-        cert_manager = pinned_release(f"{name}-cert-manager", certs, certs.values, self, [certs_ns])
+        cert_manager = pinned_release(f"{name}-cert-manager", certs, certs.values, self, [certs_ns, monitoring])
         plugin = chart("plugin-barman-cloud")
         return pinned_release(f"{name}-backup-plugin", plugin, plugin.values, self, [operator_ns, operator, cert_manager])
 

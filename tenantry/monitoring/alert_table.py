@@ -101,6 +101,13 @@ ALERTS: tuple[Alert, ...] = (
           "{{ $value }} finished WAL segments on {{ $labels.pod }} wait to be archived: point-in-time recovery "
           "stops at the last archived one, and PostgreSQL keeps every unarchived segment on its volume until it "
           "fills."),
+    Alert("CertificateRenewalOverdue", ("warning",), "Certificate {{ $labels.name }} was not renewed when due",
+          "cert-manager has not renewed {{ $labels.exported_namespace }}/{{ $labels.name }} for "
+          "{{ $value | humanizeDuration }} past its renewal time: the TLS between CloudNativePG and its backup "
+          "plugin stops when it expires."),
+    Alert("CertificateExpiring", ("critical",), "Certificate {{ $labels.name }} expires within a day",
+          "{{ $labels.exported_namespace }}/{{ $labels.name }} expires in {{ $value | humanizeDuration }}: then "
+          "base backups and WAL archiving stop, and the spend a lost node takes with it is unrecoverable."),
     Alert("PostgresReplicaLagging", ("warning",), "PostgreSQL replica {{ $labels.pod }} lags its primary",
           "{{ $labels.pod }} has replayed nothing of the last {{ $value | humanizeDuration }} of the primary's WAL for "
           "5 minutes: a failover to it now would lose that much of keys, teams and spend."),

@@ -47,6 +47,9 @@ CLOUDNATIVE_PG = Source("cloudnative-pg", "CloudNativePG 1.30's instance exporte
                         "backends, pg_settings; a query's column is cnpg_<query>_<column>)", local=False)
 BARMAN_CLOUD = Source("barman-cloud", "the Barman Cloud plugin v0.13.0 (web/docs/observability.md), through the "
                       "instances' exporter", local=False)
+CERT_MANAGER = Source("cert-manager", "cert-manager v1.21.1's controller (pkg/metrics/certificates.go; its exposition "
+                      "in test/integration/certificates/metrics_controller_test.go: each Certificate's name, namespace "
+                      "and issuer, 0 until issued), through the chart's ServiceMonitor", local=False)
 
 _COUNTER, _GAUGE, _HISTOGRAM = "counter", "gauge", "histogram"
 
@@ -132,6 +135,10 @@ _BY_SOURCE: dict[Source, dict[str, str]] = {
         "cnpg_pg_replication_streaming_replicas": _GAUGE,
         "cnpg_backends_total": _GAUGE,
         "cnpg_pg_settings_setting": _GAUGE,
+    },
+    CERT_MANAGER: {
+        "certmanager_certificate_expiration_timestamp_seconds": _GAUGE,
+        "certmanager_certificate_renewal_timestamp_seconds": _GAUGE,
     },
     BARMAN_CLOUD: {
         "barman_cloud_cloudnative_pg_io_last_failed_backup_timestamp": _GAUGE,

@@ -258,6 +258,29 @@ def _backup_alerts(plan: Plan) -> list[dict[str, Any]]:
         alert_rule(plan, "PostgresWalArchivingFailing",
                    f'max by (namespace, pod) (cnpg_collector_pg_wal_archive_status{{value="ready"}}) > '
                    f"{WAL_READY_SEGMENTS}", wait="15m"),
+        *_certificate_alerts(plan),
+    ]
+
+
+CERTIFICATE_RENEWAL_GRACE_SECONDS = 2 * 3600
+"""How long past its renewal time a Certificate may stay unrenewed: cert-manager renews within seconds of it, a
+failed attempt is retried with backoff for about an hour."""
+CERTIFICATE_LAST_DAY_SECONDS = 24 * 3600
+
+
+def _certificate_alerts(plan: Plan) -> list[dict[str, Any]]:
+    """The certificates cert-manager issues for the Barman Cloud plugin and the CloudNativePG operator to talk over
+    (installed with backups): when one expires, base backups and WAL archiving stop. cert-manager publishes each
+    Certificate's renewal and expiry times (0 until issued); the certificate's namespace arrives as
+    exported_namespace, the scrape's own being cert-manager's. Overdue renewal is judged against the
+    Certificate's own renewal time, so it holds for any duration the plugin chose."""
+    def per_certificate(metric: str) -> str:
+        return f"max by (exported_namespace, name) (certmanager_certificate_{metric}_timestamp_seconds != 0)"
+    return [
+        alert_rule(plan, "CertificateRenewalOverdue",
+                   f"time() - {per_certificate('renewal')} > {CERTIFICATE_RENEWAL_GRACE_SECONDS}", wait="15m"),
+        alert_rule(plan, "CertificateExpiring",
+                   f"{per_certificate('expiration')} - time() < {CERTIFICATE_LAST_DAY_SECONDS}", wait="10m"),
     ]
 
 

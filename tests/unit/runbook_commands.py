@@ -48,8 +48,10 @@ KINDS = {
 }
 """kubectl's resource words → the kinds whose names the test checks."""
 UNCHECKED = {"po", "pod", "pods", "event", "events", "ev", "backups.postgresql.cnpg.io", "backup.postgresql.cnpg.io",
-             "rs", "replicaset", "replicasets", "endpoints", "ep", "all", "lease", "leases"}
-"""Resource words whose names are made at run time (pods, events, backups): not in any manifest."""
+             "rs", "replicaset", "replicasets", "endpoints", "ep", "all", "lease", "leases",
+             "certificates.cert-manager.io", "certificaterequests.cert-manager.io"}
+"""Resource words whose names are made at run time (pods, events, backups) or by a chart's own templates (the
+Barman Cloud plugin's Certificates): not in any manifest."""
 CLUSTER_SCOPED = {"Namespace", "Node"}
 NAME_VERBS = {"get", "describe", "delete", "edit", "patch", "label", "annotate", "scale", "wait", "cordon",
               "uncordon", "drain", "rollout", "logs", "port-forward", "exec", "top", "set", "debug"}
@@ -62,6 +64,7 @@ EXTERNAL = {
     ("Label", "", "app"): "the GPU Operator's daemonsets select their pods by app=<daemonset>",
     ("Label", "", "cnpg.io/instanceRole"): "CloudNativePG marks its primary instance",
     ("LabelValue", "", "app.kubernetes.io/name=cloudnative-pg"): "the CloudNativePG chart's operator pods",
+    ("Deployment", "cert-manager", "cert-manager"): "the cert-manager chart's controller (release cert-manager)",
     ("Deployment", "istio-system", "istiod"): "the istiod chart's control plane (charts/istiod), which makes each "
                                               "Gateway's Deployment",
 }

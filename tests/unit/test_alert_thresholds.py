@@ -52,15 +52,20 @@ class Case:
 ACME = 'tenant="acme", tier="guaranteed", engine="tiny"'
 ACME_ALERT = {"tenant": "acme", "tier": "guaranteed"}
 TINY = {"engine": "tiny", "pool": "local", "job": "tiny"}
-LLAMA_70B = {"engine": "llama-70b", "pool": "h200", "namespace": "tenantry", "deployment": "llama-70b-inference-istio"}
+LLAMA_70B = {"engine": "llama-70b", "pool": "h200", "namespace": "tenantry"}
+CERTIFICATE = {"exported_namespace": "cnpg-system", "name": "barman-cloud-server"}
 GPU = 'Hostname="gpu-0", gpu="0"'
 GPU_1 = 'Hostname="gpu-0", gpu="1"'
 GPU_ALERT = {"Hostname": "gpu-0", "gpu": "0", "node": "gpu-0"}
 
 
-def _available(deployment: str, replicas: int, namespace: str = "tenantry") -> dict[str, str]:
-    return {f'kube_deployment_status_replicas_available{{namespace="{namespace}", deployment="{deployment}"}}':
-            gauge(replicas)}
+def _available(name: str, replicas: int, ns: str = "tenantry") -> dict[str, str]:
+    return {f'kube_deployment_status_replicas_available{{namespace="{ns}", deployment="{name}"}}': gauge(replicas)}
+
+
+def _certificate(time: str, at: int, name: str = "barman-cloud-server") -> dict[str, str]:
+    labels = f'job="cert-manager", exported_namespace="cnpg-system", name="{name}"'  # the Certificate's namespace
+    return {f"certmanager_certificate_{time}_timestamp_seconds{{{labels}}}": gauge(at)}
 
 
 def _lora(waiting: str, running: str) -> str:
@@ -231,13 +236,11 @@ CASES = [
     Case("EngineLoraSlotsStarved",
          {_lora("acme-support", "globex-legal"): "0+60x60", _lora("", ""): "0x60"},
          {_lora("acme-support", "globex-legal"): "0x60", _lora("", "acme-support"): "0+60x60"}, [TINY]),
-    # h200-many-adapters' llama-70b is kv-aware: reached through its Gateway's Envoy, which asks its picker.
-    # None of the Gateway's replicas available fires; one does not, nor does another namespace's with none.
-    Case("InferenceGatewayDown", _available("llama-70b-inference-istio", 0), _available("llama-70b-inference-istio", 1),
-         [LLAMA_70B], stack="h200-many-adapters", shared=_available("llama-70b-inference-istio", 0, "other")),
-    Case("EndpointPickerDown", _available("llama-70b-pool-epp", 0), _available("llama-70b-pool-epp", 1),
-         [{**LLAMA_70B, "deployment": "llama-70b-pool-epp"}], stack="h200-many-adapters",
-         shared=_available("llama-70b-pool-epp", 0, "other")),
+    # llama-70b (h200-many-adapters) is kv-aware: none available fires, one does not, nor another namespace's none.
+    *(Case(alert, _available(name, 0), _available(name, 1), [{**LLAMA_70B, "deployment": name}],
+           stack="h200-many-adapters", shared=_available(name, 0, "other"))
+      for alert, name in (("InferenceGatewayDown", "llama-70b-inference-istio"),
+                          ("EndpointPickerDown", "llama-70b-pool-epp"))),
     Case("EngineQueueBacklog", {'vllm:num_requests_waiting{job="tiny"}': gauge(5)},
          {'vllm:num_requests_waiting{job="tiny"}': gauge(4)}, [TINY]),
     Case("EngineKvCacheFull", {'vllm:kv_cache_usage_perc{job="tiny"}': gauge(0.95)},
@@ -283,6 +286,12 @@ CASES = [
          [{}], stack="h100x8-shared-70b", holds=(1, 1)),
     Case("PostgresWalArchivingFailing", _wal_ready(11), _wal_ready(10),
          [{"namespace": "tenantry", "pod": "tenantry-postgres-1"}], stack="h100x8-shared-70b"),
+    # time() = minute x 60: renewal due 2 h before the start fires, 1 h before does not (2 h grace, an hour of data);
+    # expiring a minute under a day after it fires, a day and an hour does not; the unissued client cert (0) neither.
+    *(Case(alert, _certificate(time, broken), _certificate(time, healthy), [CERTIFICATE], stack="h100x8-shared-70b",
+           shared=_certificate(time, 0, "barman-cloud-client"))
+      for alert, time, broken, healthy in (("CertificateRenewalOverdue", "renewal", -7200, -3600),
+                                           ("CertificateExpiring", "expiration", 86_340, 90_000))),
     # The standby 61 s behind fires, 60 s does not; the primary (0 s) is never the one named.
     Case("PostgresReplicaLagging", {_pg("cnpg_pg_replication_lag", 2): gauge(61)},
          {_pg("cnpg_pg_replication_lag", 2): gauge(60)}, [{"pod": "tenantry-postgres-2"}], stack="h100x8-shared-70b",
