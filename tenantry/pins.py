@@ -32,6 +32,9 @@ IMAGES: dict[str, str] = {
     # The LiteLLM proxy at the version the local stack installs from PyPI (1.108.7).
     "litellm": "ghcr.io/berriai/litellm:v1.108.7",
     "redis": "redis:7.4.11-alpine",
+    # Redis's memory, evictions and refused connections for the alerts: oliver006/redis_exporter v1.88.0 (its
+    # exporter/exporter.go names them redis_memory_used_bytes, redis_memory_max_bytes, redis_evicted_keys_total).
+    "redis-exporter": "docker.io/oliver006/redis_exporter:v1.88.0",
     # PostgreSQL 16 for CloudNativePG: the exact tag and digest of its standard trixie image catalog;
     # the major stays 16 (docs/decisions.md: PostgreSQL 16, standard image, current minor).
     "postgres": "ghcr.io/cloudnative-pg/postgresql:16.15-202608170814-standard-trixie"

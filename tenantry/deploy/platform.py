@@ -73,7 +73,8 @@ class Platform(pulumi.ComponentResource):
         observability = Observability(f"{name}-observability", on_call(plan), child)
         postgres = Postgres(f"{name}-postgres", PostgresArgs(plan.platform, IMAGES["postgres"], observability.release),
                             in_namespace)
-        redis = Redis(f"{name}-redis", RedisArgs(ns, IMAGES["redis"]), in_namespace)
+        redis = Redis(f"{name}-redis", RedisArgs(ns, IMAGES["redis"], IMAGES["redis-exporter"], observability.release),
+                      in_namespace)
         hub_token = (hub_token_secret(f"{name}-hf-token", ns, args.hub_token, in_namespace)
                      if args.hub_token is not None and fetches_from_hub(plan) else None)
         groups = EngineGroups(f"{name}-engine-groups", EngineGroupsArgs(plan), child)  # engines across nodes
@@ -179,6 +180,7 @@ class Platform(pulumi.ComponentResource):
             ]),
             "tenantry-redis": (redis_mod.SELECTOR, [
                 {"from": [gateway], "ports": [{"protocol": "TCP", "port": redis_mod.PORT}]},
+                {"from": [prometheus], "ports": [{"protocol": "TCP", "port": redis_mod.EXPORTER_PORT}]},
             ]),
             # PostgreSQL: the gateway, the cluster's own instances (replication), the operator, Prometheus.
             "tenantry-postgres": ({"cnpg.io/cluster": CLUSTER_NAME}, [

@@ -5,17 +5,23 @@ minute of usage."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from tenantry.deploy.common import cluster_service, labels, pinned_image, pod_security, resources, restricted_container
+from tenantry.deploy.common import (cluster_service, labels, pinned_image, pod_security, resources,
+                                    restricted_container, service_monitor)
 
 NAME = "tenantry-redis"
 PASSWORD_SECRET = "tenantry-redis"
 PORT = 6379
+EXPORTER_PORT = 9121
+METRICS_SERVICE = "tenantry-redis-metrics"
+METRICS_LABEL = "tenantry.io/metrics"
+"""On the exporter's Service alone, which its ServiceMonitor selects (the Redis Service has no metrics port)."""
 REDIS_USER = 10001
 SELECTOR = {"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": NAME}
 
@@ -24,6 +30,9 @@ SELECTOR = {"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": NAM
 class RedisArgs:
     namespace: str
     image: str
+    exporter_image: str
+    monitoring_release: pulumi.Resource
+    """The Helm release that installs the ServiceMonitor CRD."""
 
 
 class Redis(pulumi.ComponentResource):
@@ -33,19 +42,7 @@ class Redis(pulumi.ComponentResource):
         ns = args.namespace
         pod_labels = {**labels("redis"), **SELECTOR}
         self.password = random.RandomPassword(f"{name}-password", length=40, special=False, opts=child)
-        k8s.core.v1.Secret(
-            f"{name}-secret",
-            metadata={"name": PASSWORD_SECRET, "namespace": ns, "labels": pod_labels},
-            # The password reaches redis-server in its config file, never in the environment.
-            string_data={
-                "password": self.password.result,
-                "redis.conf": self.password.result.apply(lambda pw: (
-                    f"requirepass {pw}\nsave \"\"\nappendonly no\n"
-                    "maxmemory 400mb\nmaxmemory-policy volatile-lru\n"
-                )),
-            },
-            opts=child,
-        )
+        _password_secret(f"{name}-secret", ns, pod_labels, self.password, child)
         k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata={"name": NAME, "namespace": ns, "labels": pod_labels},
@@ -70,15 +67,61 @@ class Redis(pulumi.ComponentResource):
                             "volumeMounts": [{"name": "data", "mountPath": "/data"},
                                              {"name": "config", "mountPath": "/etc/redis", "readOnly": True}],
                             "securityContext": restricted_container(user=REDIS_USER),
-                        }],
+                        }, _exporter(args.exporter_image)],
                         "volumes": [{"name": "data", "emptyDir": {"sizeLimit": "64Mi"}},
-                                    {"name": "config", "secret": {"secretName": PASSWORD_SECRET,
-                                                                  "items": [{"key": "redis.conf", "path": "redis.conf"}]}}],
+                                    _secret_file("config", "redis.conf", "redis.conf"),
+                                    _secret_file("exporter", "exporter-passwords.json", "passwords.json")],
                     },
                 },
             },
             opts=child,
         )
         cluster_service(f"{name}-service", NAME, ns, pod_labels, SELECTOR, "redis", PORT, child)
+        # A Service of its own for the exporter: the gateway's clients reach Redis's port alone.
+        metrics_labels = {**pod_labels, METRICS_LABEL: "redis"}
+        cluster_service(f"{name}-metrics-service", METRICS_SERVICE, ns, metrics_labels, SELECTOR, "metrics",
+                        EXPORTER_PORT, child)
+        service_monitor(f"{name}-monitor", METRICS_SERVICE, ns, {METRICS_LABEL: "redis"}, port="metrics",
+                        path="/metrics", opts=child, crd_release=args.monitoring_release, interval_seconds=30)
         self.host = f"{NAME}.{ns}.svc"
         self.register_outputs({"host": self.host})
+
+
+def _exporter(image: str) -> dict:
+    """redis_exporter beside Redis, reading it over localhost with the password from its file."""
+    return {
+        "name": "exporter",
+        **pinned_image(image),
+        "args": [f"--redis.addr=redis://localhost:{PORT}", "--redis.password-file=/etc/redis-exporter/passwords.json"],
+        "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT}],
+        "resources": resources(0.05, 64 * 2**20),
+        "readinessProbe": {"httpGet": {"path": "/health", "port": "metrics"}, "periodSeconds": 10},
+        "livenessProbe": {"httpGet": {"path": "/health", "port": "metrics"}, "periodSeconds": 30},
+        "volumeMounts": [{"name": "exporter", "mountPath": "/etc/redis-exporter", "readOnly": True}],
+        "securityContext": restricted_container(user=REDIS_USER),
+    }
+
+
+def _secret_file(volume: str, key: str, path: str) -> dict:
+    return {"name": volume, "secret": {"secretName": PASSWORD_SECRET, "items": [{"key": key, "path": path}]}}
+
+
+def _password_secret(resource_name: str, ns: str, pod_labels: dict[str, str], password: random.RandomPassword,
+                     opts: pulumi.ResourceOptions) -> None:
+    """Redis's configuration with its password, and the exporter's password file."""
+    k8s.core.v1.Secret(
+        resource_name,
+        metadata={"name": PASSWORD_SECRET, "namespace": ns, "labels": pod_labels},
+        # The password reaches redis-server in its config file, never in the environment.
+        string_data={
+            "password": password.result,
+            "redis.conf": password.result.apply(lambda pw: (
+                f"requirepass {pw}\nsave \"\"\nappendonly no\n"
+                "maxmemory 400mb\nmaxmemory-policy volatile-lru\n"
+            )),
+            # The exporter's password file (its --redis.password-file, keyed by address): not in its environment.
+            "exporter-passwords.json": password.result.apply(
+                lambda pw: json.dumps({f"redis://localhost:{PORT}": pw})),
+        },
+        opts=opts,
+    )

@@ -28,7 +28,7 @@ import yaml
 
 from tenantry.manifests.engine_policies import group_names
 from tenantry.manifests.resources import Resource
-from tenantry.plan.model import Plan
+from tenantry.plan.model import EnginePlan, Plan
 
 INTERNET = "0.0.0.0/0"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
@@ -105,9 +105,7 @@ def flows(plan: Plan, manifests: list[dict[str, Any]]) -> list[Flow]:
     from tenantry.deploy import gateway, postgres, redis
     from tenantry.deploy.common import (COMPONENT_LABEL, KUBE_DNS_POD_LABELS, NODE_LOCAL_DNS_CIDR,
                                         PROMETHEUS_POD_LABELS, TENANT_LABEL)
-    from tenantry.deploy.endpoint_picker import PICKER_METRICS_PORT, PICKER_PORT, picker_name, picker_selector
     from tenantry.deploy.engine import PORT as ENGINE_PORT, engine_selector
-    from tenantry.deploy.kv_routing import GATEWAY_NAME_LABEL, GATEWAY_PORT
     from tenantry.deploy.model_cache import CACHE_COMPONENT
     from tenantry.pins import chart
 
@@ -121,6 +119,7 @@ def flows(plan: Plan, manifests: list[dict[str, Any]]) -> list[Flow]:
     table = [
         Flow(the_gateway, database, (("TCP", postgres.PORT),), True, "keys, budgets and spend"),
         Flow(the_gateway, cache, (("TCP", redis.PORT),), True, "limits shared across replicas"),
+        Flow(prometheus, cache, (("TCP", redis.EXPORTER_PORT),), True, "Redis's exporter"),
         Flow(prometheus, the_gateway, (("TCP", gateway.PORT),), True, "the gateway's metrics"),
         Flow(prometheus, database, (("TCP", postgres.METRICS_PORT_NUMBER),), True, "the instances' exporter"),
         Flow(every_tenant, the_gateway, (("TCP", gateway.PORT),), True, "a tenant's one way in"),
@@ -148,18 +147,28 @@ def flows(plan: Plan, manifests: list[dict[str, Any]]) -> list[Flow]:
         if e.routing is None:
             table.append(Flow(the_gateway, engine, (("TCP", ENGINE_PORT),), True, "LiteLLM calls the engine"))
             continue
-        istio = pods(e.routing.gateway_deployment, ns, {GATEWAY_NAME_LABEL: e.routing.gateway})
-        picker = pods(picker_name(e), ns, picker_selector(e))
-        table += [Flow(the_gateway, istio, (("TCP", GATEWAY_PORT),), True, "LiteLLM calls the engine's Gateway"),
-                  Flow(istio, engine, (("TCP", ENGINE_PORT),), True, "the Gateway sends to the replica picked"),
-                  Flow(istio, picker, (("TCP", PICKER_PORT),), True, "the Gateway asks the picker (ext-proc)"),
-                  Flow(picker, engine, (("TCP", ENGINE_PORT),), True, "the picker reads the replicas' metrics"),
-                  Flow(prometheus, picker, (("TCP", PICKER_METRICS_PORT),), True, "the picker's metrics")]
+        table += _kv_routing_flows(e, ns, the_gateway, engine, prometheus)
     for t in plan.tenants:
         tenant = pods(f"tenant {t.name}", t.namespace, {})
         table += [*(Flow(tenant, server, DNS, True, "names") for server in dns),
                   Flow(every_tenant, tenant, (), False, "tenants are apart, even from their own namespace's pods")]
     return table
+
+
+def _kv_routing_flows(e: EnginePlan, ns: str, the_gateway: Peer, engine: Peer, prometheus: Peer) -> list[Flow]:
+    """A kv-aware engine's path: LiteLLM to its Gateway's Envoy, which asks the picker and sends to the replica."""
+    from tenantry.deploy.endpoint_picker import PICKER_METRICS_PORT, PICKER_PORT, picker_selector
+    from tenantry.deploy.engine import PORT as ENGINE_PORT
+    from tenantry.deploy.kv_routing import GATEWAY_NAME_LABEL, GATEWAY_PORT
+
+    assert e.routing is not None
+    istio = pods(e.routing.gateway_deployment, ns, {GATEWAY_NAME_LABEL: e.routing.gateway})
+    picker = pods(e.routing.picker_deployment, ns, picker_selector(e))
+    return [Flow(the_gateway, istio, (("TCP", GATEWAY_PORT),), True, "LiteLLM calls the engine's Gateway"),
+            Flow(istio, engine, (("TCP", ENGINE_PORT),), True, "the Gateway sends to the replica picked"),
+            Flow(istio, picker, (("TCP", PICKER_PORT),), True, "the Gateway asks the picker (ext-proc)"),
+            Flow(picker, engine, (("TCP", ENGINE_PORT),), True, "the picker reads the replicas' metrics"),
+            Flow(prometheus, picker, (("TCP", PICKER_METRICS_PORT),), True, "the picker's metrics")]
 
 
 def cluster(plan: Plan, manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -120,6 +120,12 @@ ALERTS: tuple[Alert, ...] = (
     Alert("RedisDown", ("critical",), "Redis, where limits are shared, is unreachable",
           "Most of the gateway's Redis calls fail, or its Deployment has no replica available: limits and the "
           "concurrency ledger are not shared; admission runs in fail-safe."),
+    Alert("RedisMemoryNearLimit", ("warning",), "Redis is near its memory limit",
+          "Redis uses {{ $value | humanizePercentage }} of its maxmemory: at the limit it evicts the tenants' limit "
+          "counters and slot leases, so limits are counted from zero again."),
+    Alert("RedisEvictingKeys", ("warning",), "Redis evicts keys",
+          "Redis has evicted {{ $value }} keys in 10 minutes: tenants' RPM, TPM and concurrency counters were lost "
+          "and count from zero, and their tiers' slots were freed early."),
     Alert("ReconcilerJobFailed", ("warning",), "The tenant reconciler {{ $labels.job_name }} failed",
           "The Job applying a change of tenants spent its retries, or the drift CronJob has not succeeded for three "
           "runs: teams and keys may differ from the Plan until a run succeeds."),

@@ -47,6 +47,8 @@ CLOUDNATIVE_PG = Source("cloudnative-pg", "CloudNativePG 1.30's instance exporte
                         "backends, pg_settings; a query's column is cnpg_<query>_<column>)", local=False)
 BARMAN_CLOUD = Source("barman-cloud", "the Barman Cloud plugin v0.13.0 (web/docs/observability.md), through the "
                       "instances' exporter", local=False)
+REDIS_EXPORTER = Source("redis-exporter", "oliver006/redis_exporter v1.88.0 (exporter/exporter.go: Redis's INFO fields "
+                        "under the redis_ namespace), beside Redis on Kubernetes", local=False)
 CERT_MANAGER = Source("cert-manager", "cert-manager v1.21.1's controller (pkg/metrics/certificates.go; its exposition "
                       "in test/integration/certificates/metrics_controller_test.go: each Certificate's name, namespace "
                       "and issuer, 0 until issued), through the chart's ServiceMonitor", local=False)
@@ -135,6 +137,11 @@ _BY_SOURCE: dict[Source, dict[str, str]] = {
         "cnpg_pg_replication_streaming_replicas": _GAUGE,
         "cnpg_backends_total": _GAUGE,
         "cnpg_pg_settings_setting": _GAUGE,
+    },
+    REDIS_EXPORTER: {
+        "redis_memory_used_bytes": _GAUGE,
+        "redis_memory_max_bytes": _GAUGE,
+        "redis_evicted_keys_total": _COUNTER,
     },
     CERT_MANAGER: {
         "certmanager_certificate_expiration_timestamp_seconds": _GAUGE,

@@ -200,7 +200,26 @@ def _gateway_alerts(plan: Plan) -> list[dict[str, Any]]:
         alert_rule(plan, "RedisDown", f"{_failing('litellm_redis')}\n"
                    'or max by (deployment) (kube_deployment_status_replicas_available{deployment="tenantry-redis"}) == 0',
                    wait="2m"),
+        *_redis_alerts(plan),
         alert_rule(plan, "ReconcilerJobFailed", _reconciler_failed(), wait="0m"),
+    ]
+
+
+REDIS_MEMORY_SHARE = 0.9
+"""Of Redis's maxmemory: past it, the next writes evict."""
+
+
+def _redis_alerts(plan: Plan) -> list[dict[str, Any]]:
+    """Redis holds every gateway replica's limit counters and slot leases, each with a TTL, under maxmemory with
+    volatile-lru (tenantry/deploy/redis.py): at the limit it evicts them, and a tenant's RPM, TPM and concurrency
+    are counted from zero again, its tier's slots freed early. redis_exporter beside it (Kubernetes only: the local
+    stack's Redis has no exporter) reports memory against the limit and evictions."""
+    used = "max by (namespace) (redis_memory_used_bytes)"
+    limit = "max by (namespace) (redis_memory_max_bytes > 0)"
+    return [
+        alert_rule(plan, "RedisMemoryNearLimit", f"{used} / {limit} > {REDIS_MEMORY_SHARE:g}", wait="15m"),
+        alert_rule(plan, "RedisEvictingKeys", "sum by (namespace) (increase(redis_evicted_keys_total[10m])) > 0",
+                   wait="5m"),
     ]
 
 

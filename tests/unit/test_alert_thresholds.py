@@ -53,6 +53,7 @@ ACME = 'tenant="acme", tier="guaranteed", engine="tiny"'
 ACME_ALERT = {"tenant": "acme", "tier": "guaranteed"}
 TINY = {"engine": "tiny", "pool": "local", "job": "tiny"}
 LLAMA_70B = {"engine": "llama-70b", "pool": "h200", "namespace": "tenantry"}
+REDIS, TENANTRY_NS = 'job="tenantry-redis-metrics", namespace="tenantry"', {"namespace": "tenantry"}
 CERTIFICATE = {"exported_namespace": "cnpg-system", "name": "barman-cloud-server"}
 GPU = 'Hostname="gpu-0", gpu="0"'
 GPU_1 = 'Hostname="gpu-0", gpu="1"'
@@ -61,6 +62,11 @@ GPU_ALERT = {"Hostname": "gpu-0", "gpu": "0", "node": "gpu-0"}
 
 def _available(name: str, replicas: int, ns: str = "tenantry") -> dict[str, str]:
     return {f'kube_deployment_status_replicas_available{{namespace="{ns}", deployment="{name}"}}': gauge(replicas)}
+
+
+def _redis(used_mib: int) -> dict[str, str]:
+    return {f"redis_memory_{kind}_bytes{{{REDIS}}}": gauge(mib * 2**20)
+            for kind, mib in (("used", used_mib), ("max", 400))}
 
 
 def _certificate(time: str, at: int, name: str = "barman-cloud-server") -> dict[str, str]:
@@ -292,6 +298,10 @@ CASES = [
            shared=_certificate(time, 0, "barman-cloud-client"))
       for alert, time, broken, healthy in (("CertificateRenewalOverdue", "renewal", -7200, -3600),
                                            ("CertificateExpiring", "expiration", 86_340, 90_000))),
+    # 361 of 400 MiB used fires, 360 does not; 1 key evicted a minute fires, none does not.
+    Case("RedisMemoryNearLimit", _redis(361), _redis(360), [TENANTRY_NS], stack="h100x8-shared-70b"),
+    Case("RedisEvictingKeys", {f"redis_evicted_keys_total{{{REDIS}}}": counter(1)},
+         {f"redis_evicted_keys_total{{{REDIS}}}": gauge(7)}, [TENANTRY_NS], stack="h100x8-shared-70b", holds=(1, 2)),
     # The standby 61 s behind fires, 60 s does not; the primary (0 s) is never the one named.
     Case("PostgresReplicaLagging", {_pg("cnpg_pg_replication_lag", 2): gauge(61)},
          {_pg("cnpg_pg_replication_lag", 2): gauge(60)}, [{"pod": "tenantry-postgres-2"}], stack="h100x8-shared-70b",

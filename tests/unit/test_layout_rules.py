@@ -30,6 +30,9 @@ LONG_ON_PURPOSE: dict[str, str] = {
     "tenantry/plan/model.py": "The Plan's data model: one frozen dataclass per part, each field documented, in the "
     "order `tenantry plan --json` prints them and docs/platform.md lists them; split, the modules that plan each "
     "part would import one another's types in cycles (lora -> memory -> model).",
+    "tests/unit/test_alert_thresholds.py": "One promtool case per alert, both sides, with the series helpers beside "
+    "the cases that read them: the table grows with the alerts, and a reviewer checks an alert's case against its "
+    "rule in one place.",
 }
 
 
