@@ -196,6 +196,10 @@ class HeldStreams:
         """The holders the engine has not started (no first token): with `queued`, those in its queue."""
         return [i for i, started in enumerate(self.started) if not started.is_set()]
 
+    def burst(self) -> None:
+        """The engine runs one burst and is paused again: what it did is read between its steps."""
+        self._burst()
+
     def release(self) -> None:
         """Let the engine run again with the streams still open: they finish in the engine's own order."""
         self._resume()
