@@ -8,6 +8,9 @@ vLLM, LiteLLM and plugin sources and the DCGM exporter's list in the GPU
 Operator's values; tests/local/test_metrics_live.py reads the local stack's
 live /metrics for every source the local stack runs).
 
+Each family's labels, and how a label a rule uses is proven to be there, are in
+metric_labels.py and label_flow.py.
+
 Names are families as the exposition shows them: a counter with its `_total`,
 a histogram by its base name (its `_bucket`, `_sum` and `_count` are accepted).
 """

@@ -1,8 +1,10 @@
 """The metric catalog against the running local stack: every family the catalog
 says the local stack exports (vLLM, LiteLLM, tenantry's plugin, Prometheus)
 is declared in the live exposition, so a rule or panel reading it is not
-silent because of a renamed metric. (The Kubernetes-only sources are checked
-against their pinned sources in tests/unit/test_metrics_catalog.py.)"""
+silent because of a renamed metric, and every family's series carry, in the
+stack's Prometheus, exactly the labels the catalog says (tenantry/monitoring/
+metric_labels.py), which the rules' label check relies on. (The Kubernetes-only
+sources are checked against their pinned sources in tests/unit/.)"""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import httpx
 import pytest
 
 from tenantry.monitoring import metrics
+from tenantry.monitoring.metric_labels import SCRAPES, own_labels
 from tests.local.conftest import RunningStack, chat
 
 TYPE_LINE = re.compile(r"^# TYPE (\S+) (\S+)$", re.MULTILINE)
@@ -73,3 +76,25 @@ def test_prometheus_scrapes_every_engine_and_the_gateway(served):
             break
         time.sleep(2)
     assert wanted <= up, f"not scraped: {sorted(wanted - up)}"
+
+
+def test_every_family_the_stack_has_series_of_carries_the_catalogs_labels_in_prometheus(served):
+    """The exporter's labels as the catalog lists them, and the local scrape's (job, instance, an engine job's
+    `engine`, vLLM's own `engine` kept as exported_engine), read back from Prometheus. A family nothing has
+    written yet (a fallback, a failed spend write) has no series to read; it is listed, not judged. (Measured
+    on the stack `make local` leaves running: 12 of the 51 families unwritten, every other one as listed.)"""
+    wrong, unwritten = {}, []
+    for source in (metrics.VLLM, metrics.LITELLM, metrics.TENANTRY):
+        for family, kind in metrics.names_of(source).items():
+            series = served.prometheus(f"{family}_count" if kind == "histogram" else family)
+            if not series:
+                unwritten.append(family)
+                continue
+            expected = set(SCRAPES[source]["local"].stored(own_labels(family)))
+            # Prometheus stores no label whose value is empty: a label is there if any series has it
+            seen = set().union(*({*s["metric"]} - {"__name__"} for s in series))
+            if seen != expected:
+                wrong[family] = {"not in the catalog": sorted(seen - expected), "never seen": sorted(expected - seen)}
+    print(f"\nno series yet (not judged): {unwritten}")
+    assert not wrong, wrong
+    assert len(unwritten) < len(metrics.names_of(metrics.VLLM)), "hardly any family had series: nothing was judged"
