@@ -89,6 +89,9 @@ def tenant_error(status: int, raw: bytes, *, route: str, model: str | None, call
         if "expired" in lowered:
             return 401, "authentication_error", "this key has expired"
         return 401, "authentication_error", "this key is not valid here: send the tenant's key as Authorization: Bearer <key>"
+    if kind == "no_db_connection":  # LiteLLM could not reach PostgreSQL to check a key its cache no longer holds
+        return 503, "service_unavailable", ("the gateway cannot check this key now: its database is unreachable "
+                                            "(keys used within the last minute keep working); retry in a minute")
     if "budget" in kind or "budget has been exceeded" in lowered:
         return status, "budget_exceeded", _budget(message)
     if status == 429:

@@ -46,6 +46,8 @@ BUDGET = litellm("Budget has been exceeded! Team=2b74b653-6e67-444b-99ff-1b1fef2
 NOT_AVAILABLE = litellm("The requested model 'globex-legal' is not available for this API key, or the model name is "
                         "invalid.", "team_model_access_denied", "403")
 TEAM_404 = litellm("{'message': 'Team not found, passed team id: abc.'}", "auth_error", "404")
+DATABASE_DOWN = litellm("Service Unavailable, the authentication database is temporarily unreachable. Please retry "
+                        "shortly.", "no_db_connection", "503")
 MODEL_404 = json.dumps({"detail": "The model `globex-legal` does not exist or is not accessible"}).encode()
 
 LEAKS = ("globex-legal", "micro", "127.0.0.1", "19310", "Exception", "LiteLLM", "litellm", "OPENAI_API_KEY",
@@ -73,6 +75,10 @@ def tenant(status: int, raw: bytes, route: str = "chat", model: str | None = "ti
                                                        "does not exist. Valid aliases: tiny.")),
     (429, RPM, (429, "rate_limit_error", "the tenant is over its limit of 5 requests a minute; the window ends at "
                                          "2026-12-05 08:01:43 UTC")),
+    # the local stack's answer to a key its gateway had not cached, PostgreSQL stopped: it read "an engine failed"
+    (503, DATABASE_DOWN, (503, "service_unavailable", "the gateway cannot check this key now: its database is "
+                                                      "unreachable (keys used within the last minute keep working); "
+                                                      "retry in a minute")),
     (422, BUDGET, (422, "budget_exceeded", "the tenant's budget for this window is spent: 4.25694e-05 USD of 2e-05 USD")),
 ])
 def test_what_the_tenant_needs_is_kept_in_tenantrys_words(status, raw, expected):
