@@ -407,4 +407,4 @@ def test_a_cluster_that_never_backed_up_pages_once_its_schedule_has_been_missed(
     _unit_test(tmp_path, "h100x8-shared-70b", [{"interval": "5m", "input_series": _series({
         'kube_node_labels{node="gpu-0", label_tenantry_io_pool="h100"}': "1x330"}), "alert_rule_test": [
         {"eval_time": "24h55m", "alertname": "PostgresBackupTooOld", "exp_alerts": []},
-        {"eval_time": "25h20m", "alertname": "PostgresBackupTooOld", "exp_alerts": firing}]}])
+        {"eval_time": "25h20m", "alertname": "PostgresBackupTooOld", "exp_alerts": firing}]}], evaluation_interval="5m")
