@@ -55,6 +55,15 @@ POSTGRES_POD_MONITOR = "tenantry-postgres-metrics"
 labels its targets job="<namespace>/<name>" (pkg/prometheus/promcfg.go)."""
 FAILING_SHARE = 0.5
 """Of the gateway's calls to PostgreSQL or Redis, the share failing that means it is unreachable."""
+FAILED_CALLS = 3
+"""Failed calls within FAILING_WINDOW that make an outage: LiteLLM's background jobs alone call PostgreSQL and
+Redis every few seconds (about 50 failed calls a minute with PostgreSQL stopped on the local stack), while one
+query that failed once is no outage."""
+FAILING_WINDOW = "2m"
+"""Over which that share is read. An outage makes every call fail (LiteLLM's background jobs call PostgreSQL and
+Redis every few seconds, besides each request's calls), so two minutes of calls decide it; a 5-minute window
+held the page back until failures outweighed the calls that had succeeded before (4.75 minutes after Redis
+stopped, on the local stack after a busy hour) and kept it 5 minutes after the part was back."""
 
 
 __all__ = ["ALERTS", "RECORDS", "Alert", "rule_file", "rule_groups", "runbook_url"]
@@ -344,9 +353,14 @@ def _none_up(job: str) -> str:
 
 
 def _failing(service: str) -> str:
-    """The share of LiteLLM's calls to a service that failed (its service metrics count both)."""
-    return (f"sum(rate({service}_failed_requests_total[5m]))\n"
-            f"  / sum(rate({service}_total_requests_total[5m])) > {FAILING_SHARE:g}")
+    """LiteLLM's calls to a service failing: at least FAILED_CALLS of them within FAILING_WINDOW, and over
+    FAILING_SHARE of its calls there (its service metrics count both, though LiteLLM 1.108.7 counts PostgreSQL's
+    calls only when they fail: its share is then 1 at any failure, and the count alone tells an outage from one
+    failed query)."""
+    failed = f"{service}_failed_requests_total[{FAILING_WINDOW}]"
+    return (f"sum(increase({failed})) >= {FAILED_CALLS}\n"
+            f"and sum(rate({failed}))\n  / sum(rate({service}_total_requests_total[{FAILING_WINDOW}])) "
+            f"> {FAILING_SHARE:g}")
 
 
 def rule_groups(plan: Plan) -> list[dict[str, Any]]:

@@ -101,6 +101,13 @@ def _service(service: str, failed: float, total: float) -> dict[str, str]:
     return {f"{service}_failed_requests_total": counter(failed), f"{service}_total_requests_total": counter(total)}
 
 
+def _one_failed_call(service: str) -> dict[str, str]:
+    """One call failed at minute 2, and none before or after: LiteLLM counts PostgreSQL's calls only when they
+    fail, so its total is its failures (a share of 1)."""
+    once = f"0 0 1x{MINUTES - 2}"
+    return {f"{service}_failed_requests_total": once, f"{service}_total_requests_total": once}
+
+
 KSM = {'kube_node_labels{node="gpu-0", label_tenantry_io_pool="h100"}': gauge(1)}
 """kube-state-metrics reporting a node: the stack runs on a cluster."""
 
@@ -272,6 +279,9 @@ CASES = [
          {'tenantry_gateway_failsafe_total{engine="tiny", tier="spot", cause="redis"}': gauge(4)},
          [{"engine": "tiny", "cause": "redis"}]),
     Case("PostgresDown", _service("litellm_postgres", 6, 10), _service("litellm_postgres", 5, 10), [{}]),
+    # PostgreSQL stopped: every call fails, and LiteLLM counts no other (a share of 1); one failed query is no
+    # outage (a 5-minute share paged for it)
+    Case("PostgresDown", _service("litellm_postgres", 2, 2), _one_failed_call("litellm_postgres"), [{}]),
     Case("PostgresDown", {'cnpg_collector_up{cluster="tenantry-postgres"}': gauge(0)},
          {'cnpg_collector_up{cluster="tenantry-postgres"}': gauge(1)}, [{"cluster": "tenantry-postgres"}],
          stack="h100x8-shared-70b"),
@@ -317,6 +327,7 @@ CASES = [
          shared={_pg("cnpg_backends_total", 1, 'state="active"'): gauge(20),
                  _pg("cnpg_pg_settings_setting", 1, 'name="max_connections"'): gauge(100)}),
     Case("RedisDown", _service("litellm_redis", 6, 10), _service("litellm_redis", 5, 10), [{}]),
+    Case("RedisDown", _service("litellm_redis", 2, 3), _one_failed_call("litellm_redis"), [{}]),
     # The one-shot Job with its retries spent fires; one whose failed pod a retry saved (kube_job_status_failed 1,
     # the Failed condition false) does not, nor another namespace's Job.
     Case("ReconcilerJobFailed", _one_shot_job(failed=True), _one_shot_job(failed=False),
