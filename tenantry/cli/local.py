@@ -2,9 +2,10 @@
 PostgreSQL, Redis and Prometheus on 127.0.0.1, run by supervisord.
 
 Exit codes: 0 done (up: healthy; status: every process healthy; smoke: every
-tenant answered or was shed by admission as its tier allows); 1 a check found
-a problem (status: a process unhealthy or nothing running; smoke: a tenant
-failed); 2 the spec is invalid; 3 the plan does not fit; 4 the stack could not
+tenant answered or was shed by admission as its tier allows; drill: every
+alert arrived and resolved); 1 a check found a problem (status: a process
+unhealthy or nothing running; smoke: a tenant failed; drill: an alert did not
+arrive or did not resolve); 2 the spec is invalid; 3 the plan does not fit; 4 the stack could not
 do what was asked (a port in use, a process that did not become healthy, a
 missing tool), with what to do.
 """
@@ -20,7 +21,7 @@ from tenantry.cli.output import EXIT_INVALID_SPEC, add_command, print_error, pri
 from tenantry.findings import PlanRefused, SpecError
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_DOES_NOT_FIT, EXIT_STACK_ERROR = 0, 1, 3, 4
-ACTIONS = ("up", "status", "smoke", "down", "logs", "budget")
+ACTIONS = ("up", "status", "smoke", "down", "logs", "budget", "drill")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -43,6 +44,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                 "the Plan's (the gate's exhaust-budget fault)")
     budget.add_argument("tenant", metavar="TENANT")
     budget.add_argument("--restore", action="store_true", help="set the Plan's budget back")
+    drill = actions.add_parser("drill", help="stop an engine, PostgreSQL or Redis, wait for the alerts on-call would "
+                               "get at the local receiver, start it again and wait for them to resolve")
+    drill.add_argument("faults", nargs="+", metavar="FAULT", choices=("engine-down", "postgres-down", "redis-down"),
+                       help="engine-down, postgres-down or redis-down; several run together")
+    drill.add_argument("--engine", metavar="ENGINE", help="the engine engine-down stops (default: the stack's last)")
     for action in ACTIONS:
         actions.choices[action].add_argument(
             "--dir", metavar="DIR", help="state directory (default .local, or TENANTRY_LOCAL_DIR)")
@@ -143,4 +149,22 @@ def _budget(args: argparse.Namespace, layout, console: Console) -> int:
     return EXIT_OK
 
 
-_ACTIONS = {"up": _up, "status": _status, "smoke": _smoke, "down": _down, "logs": _logs, "budget": _budget}
+def _drill(args: argparse.Namespace, layout, console: Console) -> int:
+    from tenantry.local.drills import run_drills
+
+    results = run_drills(layout, list(dict.fromkeys(args.faults)), args.engine, progress=console.print)
+    for result in results:
+        for a in result.arrivals:
+            fired = f"fired after {a.fired_after:.0f} s (for {a.waited_for})" if a.fired_after is not None \
+                else "never fired"
+            resolved = f"resolved {a.resolved_after:.0f} s after {result.part} was back" \
+                if a.resolved_after is not None else "never resolved"
+            mark = Text("✓ ", style="green") if a.fired_after is not None and a.resolved_after is not None \
+                else Text("✗ ", style="red")
+            console.print(mark + Text(f"{result.fault:<14} {a.alert:<24} {a.receiver or '-':<8} {fired}; {resolved}"),
+                          soft_wrap=True)
+    return EXIT_OK if all(r.ok for r in results) else EXIT_CHECK_FAILED
+
+
+_ACTIONS = {"up": _up, "status": _status, "smoke": _smoke, "down": _down, "logs": _logs, "budget": _budget,
+            "drill": _drill}

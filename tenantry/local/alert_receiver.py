@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import threading
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -57,6 +60,40 @@ def serve(host: str, port: int, out: Path) -> ThreadingHTTPServer:
             sys.stdout.flush()
 
     return ThreadingHTTPServer((host, port), Handler)
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One alert of one notification Alertmanager posted: the path (its receiver), when, and the alert."""
+    path: str
+    received_at: float
+    alert: dict
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.alert["labels"]
+
+    @property
+    def status(self) -> str:
+        return self.alert["status"]
+
+    @property
+    def starts_at(self) -> float:
+        """When the alert began firing (Alertmanager's RFC 3339 with nanoseconds; Python reads microseconds)."""
+        return datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", self.alert["startsAt"])).timestamp()
+
+
+def received(out: Path, since: float) -> list[Notification]:
+    """Every alert the receiver recorded in `out` since `since`, one per alert of each post."""
+    if not out.exists():
+        return []
+    found = []
+    for line in out.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        body = record["body"]
+        if record["received_at"] >= since and isinstance(body, dict):
+            found += [Notification(record["path"], record["received_at"], alert) for alert in body.get("alerts", [])]
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -66,7 +66,7 @@ def smoke(layout: Layout) -> list[SmokeResult]:
         started = time.monotonic()
         sheds: list[str] = []
         while True:
-            result, retry_after = _smoke_request(url, keys[tenant.name], tenant.name, tenant.tier,
+            result, retry_after = request_once(url, keys[tenant.name], tenant.name, tenant.tier,
                                                  tenant.traffic[0].target)
             if result.shed is None or time.monotonic() + retry_after > started + patience:
                 break
@@ -80,8 +80,10 @@ def smoke(layout: Layout) -> list[SmokeResult]:
     return results
 
 
-def _smoke_request(url: str, key: str, tenant: str, tier: str, model: str) -> tuple[SmokeResult, float]:
-    """The result, and the Retry-After the gateway asked for (0 without one)."""
+def request_once(url: str, key: str, tenant: str, tier: str, model: str,
+                 timeout: float = 120) -> tuple[SmokeResult, float]:
+    """One short chat completion with the tenant's key: the result, and the Retry-After the gateway asked for
+    (0 without one)."""
     # min_tokens: random weights may end an answer at once; the check is whether the stack serves
     # text, not what the model picks (docs/decisions.md: The smoke check asks for at least one token).
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": f"hello from {tenant}"}],
@@ -91,7 +93,7 @@ def _smoke_request(url: str, key: str, tenant: str, tier: str, model: str) -> tu
     started = time.monotonic()
     text, shed, retry_after = "", None, 0.0
     try:
-        with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310 - our own gateway
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - our own gateway
             answer = json.loads(response.read())
             code = response.status
         text = answer["choices"][0]["message"]["content"] or ""

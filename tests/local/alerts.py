@@ -5,48 +5,21 @@ picks for a set of labels."""
 
 from __future__ import annotations
 
-import json
-import re
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 
 import pytest
 
+from tenantry.local.alert_receiver import Notification, received
 from tenantry.local.services import SYSTEM_PROGRAMS
 
 AMTOOL = SYSTEM_PROGRAMS["alertmanager"][0].with_name("amtool")
 
 
-@dataclass(frozen=True)
-class Notification:
-    path: str
-    received_at: float
-    alert: dict
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return self.alert["labels"]
-
-    @property
-    def starts_at(self) -> float:
-        """When the alert began (Alertmanager's RFC 3339 with nanoseconds; Python reads microseconds)."""
-        return datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", self.alert["startsAt"])).timestamp()
-
-
 def notifications(stack, since: float) -> list[Notification]:
-    """Every alert the receiver was posted since `since`, one per alert of each post."""
-    if not stack.layout.alerts_received.exists():
-        return []
-    found = []
-    for line in stack.layout.alerts_received.read_text().splitlines():
-        record = json.loads(line)
-        body = record["body"]
-        if record["received_at"] >= since and isinstance(body, dict):
-            found += [Notification(record["path"], record["received_at"], alert) for alert in body.get("alerts", [])]
-    return found
+    """Every alert the stack's receiver was posted since `since`, one per alert of each post."""
+    return received(stack.layout.alerts_received, since)
 
 
 def wait_for(what: str, found: Callable[[], Notification | None], seconds: float, stack) -> Notification:

@@ -2,10 +2,12 @@
 sends what fires to the stack's Alertmanager, which delivers it, routed as on
 Kubernetes, to the local receiver (<stack>/alerts/received.jsonl).
 
-Two drills, run at once (each waits minutes on rule evaluations, `for` clauses
-and caches, and neither touches what the other does): an engine stopped must
-page or ticket as the routing says, then resolve once it is back; a tenant
-pushed past 80 % of its budget gets its warning where its tier routes it.
+The drills: three real failures at once, as `tenantry local drill` runs them
+(tenantry/local/drills.py): an engine, PostgreSQL and Redis stopped, each
+until its alerts reach the receiver where the routing sends them, then started
+again until they resolve; then a tenant pushed past 80 % of its budget, which
+gets its warning where its tier routes it (that drill needs PostgreSQL and
+Redis, so it runs after).
 
 The budget drill: initech's budget (1 USD) is thousands of requests deep at the
 local prices, so it first spends a little, then lowers the team's max_budget
@@ -23,26 +25,19 @@ windows the scenarios opened end while its drills run."""
 from __future__ import annotations
 
 import hashlib
-import re
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
-import httpx
 import pytest
 
+from tenantry.local.drills import DrillResult, for_seconds, run_drills
 from tenantry.monitoring.rules import rule_groups
 from tests.local.alerts import Notification, notifications, routed_to, wait_for
 from tests.local.conftest import RunningStack, chat
 
 STOPPED_ENGINE = "micro"
+FAILURES = ("engine-down", "postgres-down", "redis-down")
 BUDGET_TENANT = "initech"
 WAITS_FOR_ITS_OWN_RATE_LIMITS = True  # the budget drill's own, for initech (tests/local/conftest.py)
-DELIVERY_MARGIN_SECONDS = 240
-"""Beyond EngineDown's `for`: scrapes failing, a rule evaluation, Alertmanager's group_wait, and a
-2-core machine busy with engines."""
-RESOLVE_WITHIN_SECONDS = 240
 SPENT_SHARE = 0.85
 """Where the lowered budget puts the tenant: past the warning's 80 %, short of the critical 95 %."""
 WARM_UP_REQUESTS = 60
@@ -54,81 +49,6 @@ BATCH_WRITE_SECONDS = 10
 BUDGET_PATIENCE_SECONDS = 420
 """LiteLLM's key cache (60 s), the objectives' group (once a minute), the alert's `for` (1m), Alertmanager's
 group_wait, on a 2-core machine busy with engines."""
-
-
-def _seconds(duration: str) -> float:
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d)", duration))
-
-
-def _prometheus(stack, path: str) -> dict:
-    answer = httpx.get(f"http://127.0.0.1:{stack.up.ports.prometheus}{path}", timeout=10)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["data"]
-
-
-def test_prometheus_loads_every_rule_group_of_the_plan_and_evaluates_each_rule_without_error(stack):
-    wanted = {g["name"]: [r.get("alert") or r.get("record") for r in g["rules"]] for g in rule_groups(stack.up.plan)}
-    deadline = time.monotonic() + 120
-    while True:  # until every rule has been evaluated once: "unknown" is not yet, not an error
-        loaded = {g["name"]: g["rules"] for g in _prometheus(stack, "/api/v1/rules")["groups"]}
-        if time.monotonic() > deadline or all(r["health"] != "unknown" for rules in loaded.values() for r in rules):
-            break
-        time.sleep(3)
-    assert {name: [r["name"] for r in rules] for name, rules in loaded.items()} == wanted
-    never = [r["name"] for rules in loaded.values() for r in rules if r["health"] == "unknown"]
-    assert never == [], "rules Prometheus never evaluated in 120 s"
-    failing = {r["name"]: r.get("lastError") for rules in loaded.values() for r in rules if r["health"] == "err"}
-    assert failing == {}
-
-
-def test_alertmanager_is_up_and_prometheus_sends_to_it(stack):
-    url = f"http://127.0.0.1:{stack.up.ports.alertmanager}"
-    assert httpx.get(f"{url}/-/ready", timeout=10).status_code == 200
-    deadline = time.monotonic() + 60
-    while (active := [a["url"] for a in _prometheus(stack, "/api/v1/alertmanagers")["activeAlertmanagers"]]) == [] \
-            and time.monotonic() < deadline:
-        time.sleep(2)
-    assert active == [f"{url}/api/v2/alerts"]
-
-
-def _engine_down_rule(plan) -> dict:
-    rules = [r for g in rule_groups(plan) for r in g["rules"] if r.get("alert") == "EngineDown"]
-    assert rules, "the Plan's rules have no EngineDown"
-    return rules[0]
-
-
-@dataclass(frozen=True)
-class EngineDown:
-    rule: dict
-    stopped_at: float
-    restarted_at: float
-    firing: Notification
-    resolved: Notification
-
-
-def _engine_down_drill(stack: RunningStack) -> EngineDown:
-    """Stop STOPPED_ENGINE until its EngineDown reaches the receiver, start it again, and wait for the resolve."""
-    rule = _engine_down_rule(stack.up.plan)
-    patience = _seconds(rule.get("for", "0s")) + DELIVERY_MARGIN_SECONDS
-
-    def engine_down(status: str, began: Callable[[float], bool]) -> Callable[[], Notification | None]:
-        # Only this stop's alert: the stack's own start may have fired (and resolved) one for the engine too.
-        def find() -> Notification | None:
-            return next((n for n in notifications(stack, stopped_at) if n.labels.get("alertname") == "EngineDown"
-                         and n.labels.get("engine") == STOPPED_ENGINE and n.alert["status"] == status
-                         and began(n.starts_at)), None)
-        return find
-
-    stopped_at = time.time()
-    with stack.engine_stopped(STOPPED_ENGINE):
-        firing = wait_for(f"EngineDown for engine {STOPPED_ENGINE}",
-                          engine_down("firing", lambda starts_at: starts_at >= stopped_at), patience, stack)
-    restarted_at = time.time()  # the engine is healthy again: engine_stopped waited for it
-    resolved = wait_for(f"EngineDown for engine {STOPPED_ENGINE} resolved",
-                        engine_down("resolved", lambda starts_at: starts_at == firing.starts_at),
-                        RESOLVE_WITHIN_SECONDS, stack)
-    return EngineDown(rule, stopped_at, restarted_at, firing, resolved)
 
 
 def _recorded_spend(stack, more_than: float) -> float:
@@ -178,22 +98,30 @@ def _budget_drill(stack: RunningStack) -> tuple[float, Notification]:
 
 @pytest.fixture(scope="module")
 def drills(stack):
-    """Both drills, started together the first time a test asks for either; each test waits for its own."""
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="alert-drill") as pool:
-        yield {"engine-down": pool.submit(_engine_down_drill, stack), "budget": pool.submit(_budget_drill, stack)}
+    """The three failures together, then the budget drill, the first time a test asks for either."""
+    failures = run_drills(stack.layout, list(FAILURES), engine=STOPPED_ENGINE, progress=print)
+    return {"failures": {r.fault: r for r in failures}, "budget": _budget_drill(stack)}
 
 
 @pytest.mark.slow
-def test_a_stopped_engine_reaches_the_receiver_as_engine_down_and_resolves_once_it_is_back(stack, drills):
-    drill: EngineDown = drills["engine-down"].result()
-    rule, firing, resolved = drill.rule, drill.firing, drill.resolved
-    print(f"\nEngineDown for engine {STOPPED_ENGINE}: {firing.received_at - drill.stopped_at:.0f} s from stop to the "
-          f"receiver's {firing.path} (rule `for`: {rule.get('for', '0s')}); resolved "
-          f"{resolved.received_at - drill.restarted_at:.0f} s after the engine was healthy again")
-    assert firing.path == resolved.path == f"/{routed_to(stack, firing.labels)}"
-    assert firing.labels["severity"] == rule["labels"]["severity"]
-    assert firing.alert["annotations"]["runbook_url"] == f"{stack.up.plan.platform.runbook_base_url}/EngineDown.md"
-    assert STOPPED_ENGINE in firing.alert["annotations"]["description"]
+@pytest.mark.parametrize("fault", FAILURES)
+def test_a_failure_reaches_the_receiver_as_its_alerts_where_they_route_and_they_resolve_once_it_is_back(
+        stack, drills, fault):
+    result: DrillResult = drills["failures"][fault]
+    rules = {r["alert"]: r for g in rule_groups(stack.up.plan) for r in g["rules"] if "alert" in r}
+    for a in result.arrivals:
+        print(f"\n{fault}: {a.alert} at {a.receiver or 'nobody'} {a.fired_after or 0:.0f} s after the stop (for "
+              f"{a.waited_for}), resolved {a.resolved_after or 0:.0f} s after {result.part} was healthy again")
+        assert a.firing is not None, f"{a.alert} never reached the receiver after {fault}"
+        assert a.resolved_after is not None, f"{a.alert} did not resolve after {result.part} was back"
+        assert a.fired_after >= for_seconds(rules[a.alert]), "an alert arrived before its `for` had passed"
+        assert a.receiver == f"/{routed_to(stack, a.firing.labels)}"
+        assert a.firing.labels["severity"] == rules[a.alert]["labels"]["severity"]
+        assert a.firing.alert["annotations"]["runbook_url"] == \
+            f"{stack.up.plan.platform.runbook_base_url}/{a.alert}.md"
+    if fault == "engine-down":
+        (engine_down,) = result.arrivals
+        assert engine_down.receiver == "/page" and STOPPED_ENGINE in engine_down.firing.alert["annotations"]["description"]
 
 
 @pytest.mark.slow
@@ -202,7 +130,7 @@ def test_a_tenant_past_80_percent_of_its_budget_gets_its_warning_where_its_tier_
     tenant = stack.up.plan.tenant(BUDGET_TENANT)
     warning_share = tenant.budget_alert_at[1]
     assert tenant.budget_alert_at[0] < warning_share < SPENT_SHARE < tenant.budget_alert_at[2]
-    started, arrived = drills["budget"].result()
+    started, arrived = drills["budget"]
     assert arrived.labels["tier"] == "spot"
     assert arrived.labels["threshold"] == f"{warning_share:g}"
     assert arrived.path == f"/{routed_to(stack, arrived.labels)}" == "/ticket"
