@@ -13,6 +13,12 @@ gateway every few seconds, as traffic would: LiteLLM counts its failed calls to
 PostgreSQL and Redis per call (litellm_postgres_failed_requests_total,
 litellm_redis_failed_requests_total), which PostgresDown and RedisDown read.
 
+postgres-down and redis-down together slow redis-down: a request whose key has left
+LiteLLM's one-minute cache cannot be checked while PostgreSQL is away, so it never
+reaches Redis, and Redis's failures are counted once PostgreSQL is back (measured on
+the tests' stack, the three together: EngineDown 71 s after the stop, PostgresDown
+141 s, RedisDown 281 s; resolved 10, 124 and 153 s after each part was back).
+
 The waits are bounds, generous for a loaded two-core machine; what is judged is
 that each alert arrived after its failure began and resolved after it ended."""
 
@@ -41,9 +47,9 @@ from tenantry.stacks import plan_stack
 
 Progress = Callable[[str], None]
 
-FIRING_MARGIN_SECONDS = 420
-"""Beyond an alert's `for`: its rate window filling with failures (5 minutes at most), a scrape, a rule
-evaluation and Alertmanager's group_wait, on a 2-core machine busy with engines."""
+FIRING_MARGIN_SECONDS = 600
+"""Beyond an alert's `for`: its failures counted (Redis's only once requests reach it again, below), its rate
+window, a scrape, a rule evaluation and Alertmanager's group_wait, on a 2-core machine busy with engines."""
 RESOLVE_WITHIN_SECONDS = 600
 """After the part is healthy again: the failures leaving the rules' 5-minute windows, a scrape, an
 evaluation, Alertmanager's group_interval."""
@@ -110,8 +116,14 @@ def run_drills(layout: Layout, faults: list[str], engine: str | None = None,
     engine = engine or plan.engines[-1].name
     if engine not in {e.name for e in plan.engines}:
         raise LocalStackError(f"no engine {engine!r} in stack {state.stack}: {', '.join(e.name for e in plan.engines)}")
+    lock = threading.Lock()
+
+    def one_line(message: str) -> None:  # the drills' threads print their steps whole
+        with lock:
+            progress(message)
+
     with ThreadPoolExecutor(max_workers=len(faults), thread_name_prefix="drill") as pool:
-        runs = [pool.submit(_drill, layout, state, plan, FAULTS[f], engine, progress) for f in faults]
+        runs = [pool.submit(_drill, layout, state, plan, FAULTS[f], engine, one_line) for f in faults]
         return [run.result() for run in runs]
 
 

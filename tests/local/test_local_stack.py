@@ -63,24 +63,43 @@ def test_every_token_the_local_models_can_generate_decodes_to_visible_text(stack
         assert invisible == [], f"engine {engine.name}: ids that decode to no visible text: {invisible[:20]}"
 
 
-def test_a_stream_repeating_one_chunk_is_never_cut_by_the_gateway(stack):
-    """LiteLLM ends a stream with a 500 after 100 identical chunks in a row unless told otherwise; the Plan sets
-    its limit beyond any stream (docs/decisions.md: The gateway does not cut a repeating stream). The engine is
-    made to repeat its longest token with a logit bias, for more chunks than LiteLLM's default allows."""
-    with stack.client("acme") as acme, acme.stream("POST", "/v1/chat/completions", json={
-            "model": "tiny", "messages": [{"role": "user", "content": "repeat"}], "max_tokens": 150, "stream": True,
-            "logit_bias": {str(longest_token(stack, "tiny")): 100}}) as response:
-        assert response.status_code == 200
-        chunks = stream_text(response)
-    assert not [c for c in chunks if "error" in c], [c for c in chunks if "error" in c]
-    texts = [c["choices"][0]["delta"].get("content") for c in chunks if c.get("choices")]
-    texts = [t for t in texts if t]
+REPEAT_ATTEMPTS = 3
+"""Streams of one repeated token asked for, until one reaches LiteLLM's guard as over 100 identical chunks."""
+
+
+def _longest_identical_run(chunks: list[dict]) -> int:
+    """The longest run of identical chunks as LiteLLM's guard counts them (its safety_checker: content over 2
+    characters, equal in the last REPEATED_STREAMING_CHUNK_LIMIT chunks)."""
+    texts = [t for c in chunks if c.get("choices") and (t := c["choices"][0]["delta"].get("content"))]
     run = longest = 1
     for previous, current in zip(texts, texts[1:], strict=False):
         run = run + 1 if current == previous and len(current) > 2 else 1
         longest = max(longest, run)
-    assert longest > 100, texts[:5]  # what LiteLLM's guard would have cut at 100
-    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    return longest
+
+
+def test_a_stream_repeating_one_chunk_is_never_cut_by_the_gateway(stack):
+    """LiteLLM ends a stream with a 500 after 100 identical chunks in a row unless told otherwise; the Plan sets
+    its limit beyond any stream (docs/decisions.md: The gateway does not cut a repeating stream). The engine is
+    made to repeat its longest token with a logit bias, for more chunks than LiteLLM's default allows. vLLM
+    merges the deltas its API server has not sent yet into one chunk (RequestOutputCollector), which a loaded
+    machine does often enough to break every run of 100 (63 in a fresh clone's make test beside a tests/unit
+    run): a stream so merged never met the guard, so the test asks again, up to REPEAT_ATTEMPTS times, and
+    judges only what the guard would have seen."""
+    runs = []
+    for _ in range(REPEAT_ATTEMPTS):
+        with stack.client("acme") as acme, acme.stream("POST", "/v1/chat/completions", json={
+                "model": "tiny", "messages": [{"role": "user", "content": "repeat"}], "max_tokens": 300,
+                "stream": True, "logit_bias": {str(longest_token(stack, "tiny")): 100}}) as response:
+            assert response.status_code == 200
+            chunks = stream_text(response)
+        assert not [c for c in chunks if "error" in c], [c for c in chunks if "error" in c]
+        assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+        runs.append(_longest_identical_run(chunks))
+        if runs[-1] > 100:  # what LiteLLM's guard would have cut at 100
+            return
+    pytest.fail(f"no stream reached the guard: the longest runs of identical chunks were {runs} (vLLM merged the "
+                f"rest); nothing was judged")
 
 
 def test_a_model_outside_the_allow_list_is_refused_with_403(stack):
