@@ -159,10 +159,11 @@ def _matches_empty(matcher) -> bool:
     return fullmatch if op == "re" else not fullmatch
 
 
-def rule_problems(rules: list[dict]) -> list[str]:
+def rule_problems(rules: list[dict], flow: LabelFlow | None = None) -> list[str]:
     """Every label a list of rules (in evaluation order) uses that its series lack, recording rules'
-    results included, and every `$labels.x` an alert's annotations or labels template from a result without x."""
-    flow = LabelFlow()
+    results included, and every `$labels.x` an alert's annotations or labels template from a result without x.
+    `flow` keeps the recording rules' labels for expressions checked after (a dashboard's queries)."""
+    flow = flow if flow is not None else LabelFlow()
     for rule in rules:
         name = rule.get("record") or rule["alert"]
         result = flow.result(rule["expr"], name)

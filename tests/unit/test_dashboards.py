@@ -14,6 +14,7 @@ from grafana_foundation_sdk.cog.plugins import register_default_plugins
 from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
 
 from tenantry.monitoring.dashboards import dashboards, expand, gpu_equivalents, panels
+from tenantry.monitoring.label_flow import LabelFlow, rule_problems
 from tenantry.monitoring.metrics import metric_names, unknown_metrics
 from tenantry.monitoring.rules import RECORDS, rule_groups
 from tenantry.stacks import STACKS_DIR, plan_stack
@@ -84,6 +85,17 @@ def test_every_metric_a_query_reads_is_in_the_catalog_or_recorded_by_the_rules(r
     for name, title, expr in queries(plan, models):
         unknown = unknown_metrics(expr, recorded=set(RECORDS))
         assert not unknown, f"{name} / {title}: {sorted(unknown)} is neither exported nor recorded"
+
+
+def test_every_label_a_query_reads_is_carried_by_its_series(rendered):
+    """As for the rules (tests/unit/test_metric_labels.py): a panel grouping or matching on a label its series
+    lack draws one blank line, or none."""
+    plan, models = rendered
+    flow = LabelFlow()
+    rule_problems([r for g in rule_groups(plan) for r in g["rules"]], flow)
+    for name, title, expr in queries(plan, models):
+        flow.result(expr, f"{name} / {title}")
+    assert flow.problems == []
 
 
 def test_every_recording_rule_a_query_reads_is_one_the_plans_rule_file_records(rendered):
