@@ -18,17 +18,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tenantry.deploy.common import POOL_LABEL, chart_namespace, labels, pinned_release
-from tenantry.configs.node_registration import MIG_CONFIG_LABEL
+from tenantry.deploy.common import chart_namespace, labels, pinned_release
 from tenantry.deploy.gpu_nodes import deep_merge
 from tenantry.monitoring.alertmanager import HEARTBEAT, PAGE, TICKET, Webhook
+from tenantry.monitoring.metric_labels import NODE_LABELS_FOR_RULES
 from tenantry.pins import IMAGES, chart, chart_image_values
 
 DASHBOARD_LABEL = "grafana_dashboard"
 """The label Grafana's dashboard sidecar looks for (charts/kube-prometheus-stack/values.yaml)."""
-NODE_LABELS_FOR_RULES = (POOL_LABEL, MIG_CONFIG_LABEL, f"{MIG_CONFIG_LABEL}.state")
-"""Node labels kube-state-metrics adds to kube_node_labels: the pool a node serves, the MIG layout
-it was told to take, and the MIG manager's verdict on applying it (`success`, `pending`, `failed`)."""
 WEBHOOK_CONFIG = {PAGE: "pageWebhookUrl", TICKET: "ticketWebhookUrl", HEARTBEAT: "heartbeatWebhookUrl"}
 """The secret Pulumi config key (namespace `tenantry`) holding each receiver's webhook URL."""
 WEBHOOK_SECRET = "tenantry-alert-webhooks"

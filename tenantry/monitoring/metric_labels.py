@@ -47,7 +47,8 @@ def node_label(kubernetes_label: str) -> str:
 
 
 NODE_LABELS_FOR_RULES = (POOL_LABEL, MIG_CONFIG_LABEL, f"{MIG_CONFIG_LABEL}.state")
-"""The node labels kube-state-metrics is allowed to export (tenantry/deploy/observability.py's allowlist)."""
+"""Node labels kube-state-metrics adds to kube_node_labels (tenantry/deploy/observability.py allows them): the pool
+a node serves, the MIG layout it was told to take, and the MIG manager's verdict on applying it."""
 
 OWN_LABELS: dict[str, tuple[str, ...]] = {
     # vLLM 0.32, vllm/v1/metrics/loggers.py: labelnames = ["model_name", "engine"], and each family's additions
