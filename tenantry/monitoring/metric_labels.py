@@ -173,6 +173,14 @@ SCRAPES: dict[Source, dict[str, Scrape]] = {
 stack (tenantry/local/services.py's prometheus.yml) for the sources it runs."""
 
 
+EMPTY_AT_TIMES: dict[str, frozenset[str]] = {
+    # vLLM 0.32 vllm/v1/metrics/loggers.py: the adapters running and waiting, comma-joined; "" when none is.
+    "vllm:lora_requests_info": frozenset({"waiting_lora_adapters", "running_lora_adapters"}),
+}
+"""Labels an exporter writes with an empty value at times. Prometheus stores no empty label, so a series may lack
+them: a rule may read them, and must not count on them being there."""
+
+
 def own_labels(family: str) -> tuple[str, ...]:
     source, _ = metrics.exported()[family]
     return DCGM_LABELS if source == metrics.DCGM else OWN_LABELS[family]

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tenantry.monitoring import metrics
-from tenantry.monitoring.metric_labels import SCRAPES, own_labels
+from tenantry.monitoring.metric_labels import EMPTY_AT_TIMES, SCRAPES, own_labels
 from tests.local.conftest import RunningStack, chat
 
 TYPE_LINE = re.compile(r"^# TYPE (\S+) (\S+)$", re.MULTILINE)
@@ -91,10 +91,12 @@ def test_every_family_the_stack_has_series_of_carries_the_catalogs_labels_in_pro
                 unwritten.append(family)
                 continue
             expected = set(SCRAPES[source]["local"].stored(own_labels(family)))
-            # Prometheus stores no label whose value is empty: a label is there if any series has it
+            # Prometheus stores no label whose value is empty: a label is there if any series has it, and one the
+            # exporter leaves empty at times (no adapter running at this scrape) may be missing from all of them
             seen = set().union(*({*s["metric"]} - {"__name__"} for s in series))
-            if seen != expected:
-                wrong[family] = {"not in the catalog": sorted(seen - expected), "never seen": sorted(expected - seen)}
+            unseen = expected - seen - EMPTY_AT_TIMES.get(family, frozenset())
+            if seen - expected or unseen:
+                wrong[family] = {"not in the catalog": sorted(seen - expected), "never seen": sorted(unseen)}
     print(f"\nno series yet (not judged): {unwritten}")
     assert not wrong, wrong
     assert len(unwritten) < len(metrics.names_of(metrics.VLLM)), "hardly any family had series: nothing was judged"

@@ -14,7 +14,7 @@ import pytest
 
 from tenantry.monitoring import metrics, rules
 from tenantry.monitoring.label_flow import LabelFlow, rule_problems
-from tenantry.monitoring.metric_labels import OWN_LABELS, own_labels, stored_labels
+from tenantry.monitoring.metric_labels import EMPTY_AT_TIMES, OWN_LABELS, own_labels, stored_labels
 from tenantry.stacks import plan_stack
 from tests.unit.test_metrics_catalog import installed
 
@@ -31,6 +31,8 @@ def test_every_family_of_the_catalog_has_its_labels():
     families = set(metrics.exported())
     assert not {f for f in families if metrics.exported()[f][0] != metrics.DCGM} - set(OWN_LABELS)
     assert not set(OWN_LABELS) - families, "labels for a family the catalog does not export"
+    assert {f: sorted(labels - set(own_labels(f))) for f, labels in EMPTY_AT_TIMES.items()
+            if labels - set(own_labels(f))} == {}, "a label left empty at times that its exporter does not write"
 
 
 def _vllm_declarations() -> dict[str, tuple[str, ...] | None]:
