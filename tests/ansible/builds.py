@@ -1,7 +1,7 @@
-"""Throwaway nodes, hardened once per session in the background and shared by every module of tests/ansible/: Debian
-12 through the chroot connection (site.yml twice: converge, then the idempotence run), the same hardened tree booted
-under podman with systemd (site.yml once more, its services live), and Ubuntu 24.04 through the chroot connection
-(converged once).
+"""Throwaway nodes, hardened once per session in the background and shared by every module of tests/ansible/: Ubuntu
+24.04 through the chroot connection (site.yml twice: converge, then the idempotence run), the same hardened tree booted
+under podman with systemd (site.yml once more, its services live), Debian 12 through the chroot connection (the
+hardening roles, converged once) and its tree booted by its own kernel in a VM.
 
 The builds start as the session begins (tests/conftest.py), once the live stacks serve (engines loading beside a
 converge starve on two cores), and run while the live tests do: most of a build is apt and process start-up, most of
@@ -45,7 +45,7 @@ SECONDS: dict[str, float] = {}
 _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ansible-node")
 """Two at a time: most of a converge is waiting on apt and on process start-up, so two overlap well on two cores."""
 _builds: dict[str, Future] = {}
-VM = "debian-12-vm"
+VM, VM_TREE = "debian-12-vm", node.DEBIAN_CHROOT
 """The hardened Debian tree booted by its own kernel (tests/ansible/vm.py), built after the nodes and kept apart from
 node.NODES: no playbook runs in it, it shows what the Debian chroot's runs left for a boot to apply."""
 
@@ -119,15 +119,17 @@ def needed(items) -> bool:
 
 
 def start(after: Callable[[], None] = lambda: None) -> None:
-    """Every node's build under way, the chroots first (each after `after()` returned), each container once its
-    tree is hardened."""
+    """Every node's build under way, the chroots first (each after `after()` returned), then the VM and each
+    container once their trees are hardened."""
     if _builds:
         return
     _builds.update({k: _pool.submit(_chroot_node, k, after) for k, kind in node.NODES.items()
                     if kind.target == "chroot"})
+    # The VM before the container: Debian's tree (hardening roles only, converged once) is ready well before
+    # Ubuntu's (every role, twice), and a worker waiting on a tree does nothing else.
+    _builds[VM] = _pool.submit(_vm, _builds[VM_TREE])
     _builds.update({k: _pool.submit(_container_node, k, _builds[kind.boots]) for k, kind in node.NODES.items()
                     if kind.target == "container"})
-    _builds[VM] = _pool.submit(_vm, _builds[node.DEBIAN_CHROOT])
 
 
 def booted_vm() -> vm.BootedVM:

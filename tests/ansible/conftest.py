@@ -28,12 +28,19 @@ def nodes_removed_at_the_end():
 
 @pytest.fixture
 def chroot_node() -> HardenedNode:
+    """The GPU host hardened through the chroot connection (every role)."""
+    return builds.hardened(node.UBUNTU_CHROOT)
+
+
+@pytest.fixture
+def debian_node() -> HardenedNode:
+    """The Debian host hardened through the chroot connection (the hardening roles; gpu_node refuses Debian)."""
     return builds.hardened(node.DEBIAN_CHROOT)
 
 
 @pytest.fixture
 def container_node() -> HardenedNode:
-    return builds.hardened(node.DEBIAN_CONTAINER)
+    return builds.hardened(node.UBUNTU_CONTAINER)
 
 
 @pytest.fixture(scope="package")
@@ -41,5 +48,5 @@ def link() -> packets.Link:
     """The booted node's network namespace joined to a peer namespace that sends from the test's addresses."""
     missing = [tool for tool in ("ip", "nsenter", "python3") if shutil.which(tool) is None]
     assert not missing, f"missing {missing} on the test machine (Debian's iproute2, util-linux, python3)"
-    with packets.linked(builds.hardened(node.DEBIAN_CONTAINER).address) as joined:
+    with packets.linked(builds.hardened(node.UBUNTU_CONTAINER).address) as joined:
         yield joined

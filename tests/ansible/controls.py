@@ -4,7 +4,9 @@ stack's Plan, never read back from the roles: a changed default must change a te
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass
 from typing import Callable
@@ -86,8 +88,8 @@ SYSCTLS = {
     "net.ipv6.conf.all.accept_source_route": 0, "net.ipv6.conf.default.accept_source_route": 0,
     "kernel.kptr_restrict": 2, "kernel.dmesg_restrict": 1, "kernel.yama.ptrace_scope": 1,
     "kernel.randomize_va_space": 2, "kernel.sysrq": 0, "kernel.unprivileged_bpf_disabled": 1,
-    "net.core.bpf_jit_harden": 2, "vm.mmap_min_addr": 65536,
-    "fs.suid_dumpable": 0, "fs.protected_hardlinks": 1, "fs.protected_symlinks": 1,
+    "net.core.bpf_jit_harden": 1, "vm.mmap_min_addr": 65536,
+    "fs.suid_dumpable": 0, "kernel.core_pattern": "|/bin/false", "fs.protected_hardlinks": 1, "fs.protected_symlinks": 1,
     "fs.protected_fifos": 2, "fs.protected_regular": 2,
     # A Kubernetes node: loose reverse-path filtering, forwarding on, bridged traffic through netfilter.
     "net.ipv4.conf.all.rp_filter": 2, "net.ipv4.conf.default.rp_filter": 2, "net.ipv4.ip_forward": 1,
@@ -160,6 +162,29 @@ def _security_origins_only(host: Host) -> None:
     assert origins and all("security" in origin for origin in origins), f"origins upgraded: {origins}"
 
 
+HELD = ("linux-image-amd64", "linux-image-6.1.0-28-amd64", "linux-headers-amd64", "linux-generic",
+        "linux-image-6.8.0-49-generic", "linux-modules-6.8.0-49-generic", "nftables", "nvidia-driver",
+        "libnvidia-container1", "cuda-drivers")
+NOT_HELD = ("openssh-server", "libc6", "openssl", "containerd", "libnftables1", "sudo")
+UPGRADES_MATCH = """
+import importlib.machinery, json, sys
+import apt_pkg
+apt_pkg.init_config()
+uu = importlib.machinery.SourceFileLoader("uu", "/usr/bin/unattended-upgrade").load_module()
+held = apt_pkg.config.value_list("Unattended-Upgrade::Package-Blacklist")
+print(json.dumps({name: bool(uu.is_pkgname_in_blacklist(name, held)) for name in sys.argv[1:]}))
+"""
+
+
+def _held(host: Host) -> None:
+    """unattended-upgrades' own matcher, fed the node's apt configuration, holds the kernel, the firewall and the GPU
+    stack back and lets every other security upgrade through."""
+    names = " ".join((*HELD, *NOT_HELD))
+    decided = json.loads(host.check_output(f"python3 -c {shlex.quote(UPGRADES_MATCH)} {names}"))
+    wrong = {name: held for name, held in decided.items() if held != (name in HELD)}
+    assert not wrong, f"held (True) or upgraded (False) against the role's intent: {wrong}"
+
+
 def _headers(host: Host) -> None:
     package = HEADERS[host.system_info.distribution]
     assert host.package(package).is_installed, f"{package} is not installed"
@@ -192,6 +217,44 @@ def _systemd_cgroup(host: Host) -> None:
     dump = tomllib.loads(host.check_output("containerd config dump"))
     options = dump["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["runc"]["options"]
     assert options.get("SystemdCgroup") is True, options
+
+
+def _cni_dirs(host: Host) -> None:
+    cni = tomllib.loads(host.check_output("containerd config dump"))["plugins"]["io.containerd.grpc.v1.cri"]["cni"]
+    assert (cni["bin_dir"], cni["conf_dir"]) == ("/opt/cni/bin", "/etc/cni/net.d"), cni
+
+
+def _no_swap_at_boot(host: Host) -> None:
+    """No fstab line the boot would turn into a swap unit (the fixture's node had one, as installers write)."""
+    active = [line for line in _lines(host, "/etc/fstab") if line and not line.startswith("#")
+              and len(line.split()) > 2 and line.split()[2] == "swap"]
+    assert not active, f"/etc/fstab still swaps: {active}"
+
+
+def _swap_off(host: Host) -> None:
+    assert host.file("/proc/swaps").content_string.strip().splitlines()[1:] == [], host.file("/proc/swaps").content_string
+
+
+def _core_limit(control: str, unit: str) -> Fact:
+    """The running service's own limit, as the kernel holds it for its main process (what its children inherit)."""
+    def check(host: Host) -> None:
+        pid = host.check_output(f"systemctl show --property MainPID --value {unit}").strip()
+        assert pid not in ("", "0"), f"{unit} has no main process"
+        limits = host.file(f"/proc/{pid}/limits").content_string
+        line = next(text for text in limits.splitlines() if text.startswith("Max core file size"))
+        assert line.split()[4:6] == ["0", "0"], f"{unit}: {line}"
+    return Fact(control, f"{unit}-limit-in-force", check, live=True)
+
+
+def _default_core_limit(host: Host) -> None:
+    assert host.check_output("systemctl show --property DefaultLimitCORE --value").strip() == "0"
+
+
+def _audit_rules_loaded(host: Host) -> None:
+    """Every watch is in the kernel's audit rules (auditctl stops loading a file at its first refused rule)."""
+    loaded = host.check_output("auditctl -l")
+    missing = [path for path in AUDITED if not re.search(rf"^-w {re.escape(path)} -p w?a", loaded, re.M)]
+    assert not missing, f"not watched by the kernel: {missing}\n{loaded}"
 
 
 def _ruleset_loaded(host: Host) -> None:
@@ -234,6 +297,7 @@ FACTS: tuple[Fact, ...] = (
     has_line("os-14", "lists", "/etc/apt/apt.conf.d/20auto-upgrades", 'APT::Periodic::Update-Package-Lists "1";'),
     has_line("os-14", "upgrade", "/etc/apt/apt.conf.d/20auto-upgrades", 'APT::Periodic::Unattended-Upgrade "1";'),
     Fact("os-15", "security-only", _security_origins_only),
+    Fact("os-15", "held-for-a-roll", _held),
     command("os-15", "no-reboot", "apt-config dump Unattended-Upgrade::Automatic-Reboot",
             lambda out: 'Unattended-Upgrade::Automatic-Reboot "false";' in out, "upgrades may reboot the node"),
     has_line("os-16", "servers", "/etc/chrony/chrony.conf", "pool 2.debian.pool.ntp.org iburst"),
@@ -242,6 +306,9 @@ FACTS: tuple[Fact, ...] = (
     has_line("os-18", "compress", "/etc/systemd/journald.conf.d/90-tenantry.conf", "Compress=yes"),
     has_line("os-18", "bounded", "/etc/systemd/journald.conf.d/90-tenantry.conf", "SystemMaxUse=2G"),
     owned("os-19", "/var/log/journal", "systemd-journal", 0o2755),
+    Fact("os-22", "no-swap-at-boot", _no_swap_at_boot),
+    has_line("os-21", "default-limit", "/etc/systemd/system.conf.d/90-tenantry-no-core.conf", "DefaultLimitCORE=0"),
+    Fact("os-21", "default-limit-in-force", _default_core_limit, live=True), _core_limit("os-21", "ssh"),
     *(command("os-20", path.rsplit("/", 1)[-1], f"cat {path}", lambda out: out.startswith("Authorised access only."),
               "no warning") for path in ("/etc/issue", "/etc/issue.net")),
     *(absent("ssh-01", f"/etc/ssh/ssh_host_{key}") for key in ("dsa_key", "ecdsa_key", "ecdsa_key.pub")),
@@ -261,8 +328,12 @@ FACTS: tuple[Fact, ...] = (
     Fact("gpu-04", "running-kernel-headers", _running_kernel_headers, live=True),
     Fact("gpu-05", "systemd-cgroup", _systemd_cgroup),
     enabled("gpu-06", "containerd"), runs("gpu-06", "containerd"),
+    has_line("gpu-10", "containerd-limit", "/etc/systemd/system/containerd.service.d/90-tenantry-no-core.conf",
+             "LimitCORE=0"),
+    _core_limit("gpu-10", "containerd"),
+    Fact("gpu-11", "cni-dirs", _cni_dirs),
     has_line("gpu-07", "iommu-and-hugepages", "/etc/default/grub.d/90-tenantry.cfg",
-             'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX intel_iommu=on amd_iommu=on iommu=pt default_hugepagesz=1G '
+             'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX intel_iommu=on iommu=pt default_hugepagesz=1G '
              'hugepagesz=1G hugepages=2"'),
     _kubelet_flag("--node-labels", POOL_LABELS),
     _kubelet_flag("--register-with-taints", POOL_TAINT),
@@ -276,6 +347,8 @@ NOT_IN_DEBIANS_KERNEL = ("cramfs",)
 """Blocked for kernels that build it (Ubuntu's); Debian 12's 6.1 leaves CONFIG_CRAMFS unset, so there is nothing to
 refuse in the VM."""
 KERNEL_FACTS: tuple[Fact, ...] = (Fact("os-02", "loaded", _modules_loaded, live=True),
+                                  Fact("os-12", "rules-loaded", _audit_rules_loaded, live=True),
+                                  Fact("os-22", "swap-off", _swap_off, live=True),
                                   *(_refused(module) for module in BLOCKED_MODULES
                                     if module not in NOT_IN_DEBIANS_KERNEL))
 """What only the node's own kernel shows beyond FACTS' live ones, read in the VM alone

@@ -92,17 +92,26 @@ class NodeKind:
         return ("--skip-tags", ",".join(self.skip_roles)) if self.skip_roles else ()
 
 
-DEBIAN_CHROOT, DEBIAN_CONTAINER, UBUNTU_CHROOT = "debian-12-chroot", "debian-12-container", "ubuntu-24.04-chroot"
+DEBIAN_CHROOT, UBUNTU_CHROOT, UBUNTU_CONTAINER = "debian-12-chroot", "ubuntu-24.04-chroot", "ubuntu-24.04-container"
 NODES: dict[str, NodeKind] = {
-    DEBIAN_CHROOT: NodeKind(DEBIAN_12, "chroot"),
-    # The hardened tree booted: every file is already in place, so the pass there starts services and changes
-    # nothing else (a test says so, in place of a second run). os_hardening's services (auditd, chrony) cannot run
-    # in a container (waivers.yml), so its role is left out of this pass.
-    DEBIAN_CONTAINER: NodeKind(DEBIAN_12, "container", boots=DEBIAN_CHROOT, skip_roles=("os_hardening",),
+    # Debian 12 takes the hardening roles (as a node without GPUs would) and not gpu_node, which refuses it (the
+    # GPU Operator has no driver for Debian: gpu-12, tests/ansible/test_refusals.py). Its tree boots in the VM
+    # (tests/ansible/vm.py), where its kernel shows what the hardening leaves for a boot.
+    DEBIAN_CHROOT: NodeKind(DEBIAN_12, "chroot", skip_roles=("gpu_node",), second_run=False),
+    # Ubuntu 24.04, a GPU host: every role, converged twice (the second run changes nothing).
+    UBUNTU_CHROOT: NodeKind(UBUNTU_24, "chroot"),
+    # The hardened Ubuntu tree booted: every file is already in place, so the pass there starts services and
+    # changes nothing else (a test says so, in place of a second run). os_hardening's services (auditd, chrony)
+    # cannot run in a container (waivers.yml), so its role is left out of this pass.
+    UBUNTU_CONTAINER: NodeKind(UBUNTU_24, "container", boots=UBUNTU_CHROOT, skip_roles=("os_hardening",),
                                second_run=False),
-    # Converged and checked fact by fact; the second run is Debian's alone (the same tasks, CI's time kept for them).
-    UBUNTU_CHROOT: NodeKind(UBUNTU_24, "chroot", second_run=False),
 }
+
+
+def controls_of(key: str) -> set[str]:
+    """The controls whose roles hardened the node's tree (a container's tree is its chroot's)."""
+    kind = NODES[key]
+    return set(control_tasks(NODES[kind.boots].skip_roles if kind.boots else kind.skip_roles))
 
 
 def node_image(distribution: Distribution) -> Path:
@@ -165,7 +174,22 @@ def unpack(image: Path, rootfs: Path) -> Path:
     for command in (["groupadd", "--system", ADMIN_GROUP], ["useradd", "--create-home", "--groups", ADMIN_GROUP,
                                                            "--shell", "/bin/bash", ADMIN]):
         subprocess.run(["chroot", str(rootfs), *command], check=True)
+    _swap_file(rootfs)
     return rootfs
+
+
+SWAP_MB = 16
+
+
+def _swap_file(rootfs: Path) -> None:
+    """A swap file in fstab, as installers set up: the kubelet will not start beside it (os-22). Its pages are
+    random, not zeros, so that copying the tree onto the VM's disk (mkfs.ext4 -d) leaves no holes swapon refuses."""
+    swap = rootfs / "swapfile"
+    swap.write_bytes(os.urandom(SWAP_MB * 1024 * 1024))
+    swap.chmod(0o600)
+    subprocess.run(["mkswap", str(swap)], check=True, capture_output=True)
+    with (rootfs / "etc" / "fstab").open("a") as fstab:
+        fstab.write("/swapfile none swap sw 0 0\n")
 
 
 def inventory(out: Path, host: str, target: str, address: str, connection: str) -> Path:

@@ -32,7 +32,7 @@ SERVICE_CONTROLS = {"ssh-06", "fw-03", "gpu-06"}
 def test_the_booted_tree_changes_only_by_starting_services():
     """The container boots a tree already hardened and converged twice: the pass there may start services (the
     firewall's, which Debian leaves off) and nothing else."""
-    run = hardened(node.DEBIAN_CONTAINER).converge
+    run = hardened(node.UBUNTU_CONTAINER).converge
     changed = [t.name for t in run.tasks if t.status == "changed" and t.control not in SERVICE_CONTROLS]
     assert changed == []
 

@@ -1,4 +1,4 @@
-"""The hardened firewall live on the booted Debian node. Packets (fw-01): the node answers what its inventory lets
+"""The hardened firewall live on the booted Ubuntu node. Packets (fw-01): the node answers what its inventory lets
 in and drops the rest, as its own drop counter counts; the rules' text is not read here, what a host's neighbours can
 and cannot reach is (tests/ansible/packets.py). The service (fw-02, fw-04): reloading, restarting and stopping it
 leave another agent's table (kube-proxy's, the CNI's) in place."""

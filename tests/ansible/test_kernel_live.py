@@ -4,19 +4,18 @@ modules Kubernetes needs are loaded and the blocked ones refused (os-02, os-04),
 container cannot run (auditd, chrony: they need a kernel and a clock of their own) run. On the chroot and container
 kinds these are waived (ansible/waivers.yml): both share the test machine's kernel.
 
-Not shown here: the headers of the running kernel (gpu-04), which the GPU role installs on a live run and the VM's
-tree, hardened in a chroot, never had one; the kubelet's flags at work (gpu-08), no kubelet runs."""
+The tree is Debian's, hardened as a node without GPUs (gpu_node refuses Debian, gpu-12): the GPU role's running
+services are read in the Ubuntu container instead, and the headers of the running kernel (gpu-04) nowhere."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.ansible import builds
+from tests.ansible import builds, node
 from tests.ansible.controls import FACTS, KERNEL_FACTS
 
-NOT_IN_THE_VM = {"gpu-04"}
 CASES = [pytest.param(fact.control, fact, id=f"vm-{fact.id}") for fact in (*FACTS, *KERNEL_FACTS)
-         if fact.live and fact.control not in NOT_IN_THE_VM]
+         if fact.live and fact.control in node.controls_of(builds.VM_TREE)]
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
-"""What the roles refuse before they change anything, on the hardened chroot node: a MIG pool on a GPU without MIG
-(gpu-01) and a variable of the wrong type (the argument specs, checked before the role's first task)."""
+"""What the roles refuse before they change anything, on the hardened chroot nodes: a MIG pool on a GPU without MIG
+(gpu-01), a variable of the wrong type (the argument specs, checked before the role's first task), and a Debian host
+offered as a GPU host (gpu-12)."""
 
 from __future__ import annotations
 
@@ -36,4 +37,15 @@ def test_os_09_a_variable_of_the_wrong_type_stops_the_play_before_any_task(chroo
     assert "os_hardening_password_min_length" in failed[0].message and "int" in failed[0].message, failed[0].message
     before = [t.name for t in run.tasks[: run.tasks.index(failed[0])]]
     assert before == ["Gathering Facts"], before
+    assert run.stats.get("changed") == 0, run.stats
+
+
+@pytest.mark.control("gpu-12")
+def test_gpu_12_a_debian_gpu_host_is_refused_before_any_change(debian_node):
+    """The Debian node of the suite, hardened as a node without GPUs, offered to gpu_node as its pool's host."""
+    run = node.playbook(debian_node.inventory, "--tags", "gpu_node")
+    failed = [t for t in run.tasks if t.status == "failed"]
+    assert run.returncode != 0 and [t.control for t in failed] == ["gpu-12"], run.stderr[-2000:]
+    assert "Ubuntu 22.04 or 24.04" in failed[0].message and "this host runs Debian 12" in failed[0].message
+    assert "no Debian driver image" in failed[0].message, failed[0].message
     assert run.stats.get("changed") == 0, run.stats
