@@ -52,14 +52,27 @@ def hosts(plan: Plan) -> dict[str, object]:
     return {"all": {"children": {ALL_POOLS_GROUP: {"children": children}}}}
 
 
-def inventory(plan: Plan) -> tuple[InventoryFile, ...]:
-    """hosts.yml and one group_vars file per GPU pool. A pool whose nodes come prepared (no node_names in the spec)
-    gets an empty group, with a comment saying how many hosts the Plan expects there."""
+def site_vars(admin_cidrs: tuple[str, ...]) -> str:
+    """group_vars of every GPU host: the networks its administrators (and Ansible's controller) connect from. Left
+    unset, the firewall role refuses to run rather than admit SSH from nowhere."""
+    if not admin_cidrs:
+        return ("# firewall_admin_cidrs is not set: the firewall role refuses to run until it is. Write the networks\n"
+                "# your administrators and this controller connect from (tenantry inventory --admin-cidr CIDR):\n"
+                "# firewall_admin_cidrs: [192.0.2.0/24]\n")
+    return yaml.safe_dump({"firewall_admin_cidrs": list(admin_cidrs)}, sort_keys=False)
+
+
+def inventory(plan: Plan, admin_cidrs: tuple[str, ...] = ()) -> tuple[InventoryFile, ...]:
+    """hosts.yml, the group_vars of every GPU host (the admin networks), and one group_vars file per GPU pool. A pool
+    whose nodes come prepared (no node_names in the spec) gets an empty group, with a comment saying how many hosts
+    the Plan expects there."""
     header = (f"# The GPU hosts of stack {plan.stack}, written by `tenantry inventory {plan.stack}` from its Plan.\n"
               + "".join(f"# {group_name(p)}: pool {p.name}, {p.nodes} host(s) of {p.gpus_per_node} x {p.gpu}"
                         f"{'' if p.node_names else ' (not named in the spec: add them, or list them here)'}\n"
                         for p in gpu_pools(plan)))
-    files = [InventoryFile(path="hosts.yml", text=header + yaml.safe_dump(hosts(plan), sort_keys=False))]
+    files = [InventoryFile(path="hosts.yml", text=header + yaml.safe_dump(hosts(plan), sort_keys=False)),
+             InventoryFile(path=f"group_vars/{ALL_POOLS_GROUP}.yml",
+                           text=f"# Every GPU host of stack {plan.stack}.\n" + site_vars(admin_cidrs))]
     files += [InventoryFile(path=f"group_vars/{group_name(p)}.yml",
                             text=f"# Pool {p.name} of stack {plan.stack}, from its Plan.\n"
                                  + yaml.safe_dump(group_vars(p), sort_keys=False))

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ STACK = "h100-mig-mixed"
 """The stack whose inventory the test host joins: a MIG pool, so the MIG check (gpu-01) has work to do."""
 POOL_GROUP = "pool_h100_mig"
 ADMIN, ADMIN_GROUP = "ops", "ssh-users"
+ADMIN_NETWORK = "192.0.2.0/24"
+"""Where the site's administrators connect from (tests/ansible/packets.py sends from an address in it)."""
 """The admin account a site adds before hardening (ssh_hardening refuses to lock everyone out)."""
 SITE_VARS = {"gpu_node_iommu": True, "gpu_node_hugepages_1g": 2}
 """Choices a site makes beyond the defaults, so that the options they switch on are proven too (gpu-07)."""
@@ -175,7 +178,36 @@ def unpack(image: Path, rootfs: Path) -> Path:
                                                            "--shell", "/bin/bash", ADMIN]):
         subprocess.run(["chroot", str(rootfs), *command], check=True)
     _swap_file(rootfs)
+    _admin_key(rootfs)
     return rootfs
+
+
+_KEY_LOCK = threading.Lock()
+
+
+def admin_key() -> Path:
+    """The admin's SSH key, made once: the controller logs in with it as a site's Ansible does."""
+    key = CACHE / "keys" / "admin_ed25519"
+    with _KEY_LOCK:
+        if key.exists():
+            return key
+        key.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "tenantry-test-admin", "-f", str(key)],
+                       check=True)
+    return key
+
+
+def _admin_key(rootfs: Path) -> None:
+    """The admin account as a site sets it up before hardening: its key authorised, and sudo without a password
+    (Ansible's become), as cloud images and installers give their first user."""
+    home = rootfs / "home" / ADMIN / ".ssh"
+    home.mkdir(mode=0o700, exist_ok=True)
+    (home / "authorized_keys").write_text(admin_key().with_suffix(".pub").read_text())
+    (home / "authorized_keys").chmod(0o600)
+    subprocess.run(["chroot", str(rootfs), "chown", "-R", f"{ADMIN}:{ADMIN}", f"/home/{ADMIN}/.ssh"], check=True)
+    sudoers = rootfs / "etc" / "sudoers.d" / ADMIN
+    sudoers.write_text(f"{ADMIN} ALL=(ALL) NOPASSWD:ALL\n")
+    sudoers.chmod(0o440)
 
 
 SWAP_MB = 16
@@ -195,12 +227,31 @@ def _swap_file(rootfs: Path) -> None:
 def inventory(out: Path, host: str, target: str, address: str, connection: str) -> Path:
     """The stack's inventory as `tenantry inventory` writes it, with its first MIG pool's host replaced by the
     throwaway node and the target's switches."""
-    subprocess.run([str(TENANTRY), "inventory", STACK, "--out", str(out)], check=True, capture_output=True)
+    subprocess.run([str(TENANTRY), "inventory", STACK, "--out", str(out), "--admin-cidr", ADMIN_NETWORK], check=True,
+                   capture_output=True)
     hosts = yaml.safe_load((out / "hosts.yml").read_text())
     pool = hosts["all"]["children"]["gpu_pools"]["children"][POOL_GROUP]
     pool["hosts"] = {host: {"ansible_host": address, "ansible_connection": connection, **SITE_VARS,
                             **TARGET_VARS[target]}}
     hosts["all"]["children"]["gpu_pools"]["children"] = {POOL_GROUP: pool}
+    (out / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
+    return out
+
+
+def ssh_inventory(base: Path, out: Path, host: str, address: str, source: str) -> Path:
+    """The node's inventory (base) reached the way a site's controller reaches a host: over SSH to address, from
+    source, as the admin with its key, sudo for become."""
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(base, out)
+    hosts = yaml.safe_load((out / "hosts.yml").read_text())
+    group = hosts["all"]["children"]["gpu_pools"]["children"][POOL_GROUP]
+    group["hosts"][host].update({
+        "ansible_host": address, "ansible_connection": "ssh", "ansible_user": ADMIN, "ansible_become": True,
+        "ansible_ssh_private_key_file": str(admin_key()),
+        "ansible_ssh_common_args": f"-o BindAddress={source} -o StrictHostKeyChecking=no "
+                                   "-o UserKnownHostsFile=/dev/null",
+        "ansible_ssh_args": "-o ControlMaster=no"})  # no master left running once the play is over
     (out / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
     return out
 
@@ -228,13 +279,15 @@ class Run:
         return [f"{t.name}: {t.message}" for t in self.tasks if t.status == "failed"]
 
 
-def playbook(inventory_dir: Path, *args: str, extra_vars: dict | None = None) -> Run:
+def playbook(inventory_dir: Path, *args: str, extra_vars: dict | None = None, netns: str | None = None) -> Run:
     """site.yml (or what args name) through ansible-playbook with the JSON callback: each task's outcome on the
-    one host and the recap's counts."""
+    one host and the recap's counts. With netns, the controller runs in that network namespace (a peer of the
+    node's, where it connects from over SSH)."""
     env = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_PIPELINING": "1", "CONTAINERS_CONF": str(containers_conf())}
     extra = ["--extra-vars", json.dumps(extra_vars)] if extra_vars else []
-    done = subprocess.run([str(ANSIBLE_BIN / "ansible-playbook"), "-i", str(inventory_dir), *extra, *args,
+    inside = ["ip", "netns", "exec", netns] if netns else []
+    done = subprocess.run([*inside, str(ANSIBLE_BIN / "ansible-playbook"), "-i", str(inventory_dir), *extra, *args,
                            str(ANSIBLE_DIR / "site.yml")], cwd=ANSIBLE_DIR, env=env, capture_output=True, text=True)
     try:
         report = json.loads(done.stdout)
@@ -297,6 +350,11 @@ def wait_for_boot(name: str, attempts: int = 60) -> str:
 def waivers() -> dict[str, dict[str, dict]]:
     """ansible/waivers.yml: target kind -> control -> {why, facts (absent: every fact)}."""
     return yaml.safe_load(WAIVERS.read_text())
+
+
+def unproven() -> dict[str, dict]:
+    """ansible/waivers.yml's facts that no kind shows: control -> {facts, why}."""
+    return waivers().get("unproven", {})
 
 
 def waiver(target: str, control: str, fact: str | None = None) -> str | None:

@@ -1,11 +1,11 @@
 """Packets that meet the hardened node's firewall: the booted container's network namespace joined by a veth pair
 to a peer namespace of this test's own, which sends from an admin, a cluster, a stranger's and a site's extra
-address (SOURCES). Nothing
-touches the test machine's own network: both ends of the link live in namespaces created here and deleted after.
+address (SOURCES), and by another to a pod's namespace behind the node (a NodePort's backend). Nothing touches the
+test machine's own network: every end of the links lives in namespaces created here and deleted after.
 
 A probe's verdict never rests on how long an answer takes: a packet the firewall accepts is answered (a TCP
 handshake, or a reset or port-unreachable from the kernel when nothing listens), waited for up to ANSWER_SECONDS;
-a packet it drops is seen by the drop counter at the end of tenantry's input chain, and nothing else sends to the
+a packet it drops is seen by the drop counters that end tenantry's chains, and nothing else sends to the
 node (IPv6 is off on the link, so no neighbour discovery or MLD reaches the counter)."""
 
 from __future__ import annotations
@@ -28,7 +28,18 @@ ANSWER_SECONDS = 60.0
 """How long an accepted packet's answer may take on a loaded machine; an answer normally comes in milliseconds."""
 DROP_SECONDS = 2.0
 """How long a probe the counter proves dropped waits before giving up (nothing can answer a dropped packet)."""
-DROP_COUNTER = "dropped by tenantry's host policy"
+DROP_COUNTERS = {"input": "dropped by tenantry's host policy", "nodeports": "NodePort dropped by tenantry's host policy"}
+"""The rules that end tenantry's chains, each counting what it drops: the input chain's, and the NodePort chain's,
+which drops before kube-proxy's DNAT."""
+POD_ADDRESS, POD_PORT = "10.244.0.5", 8080
+"""A pod behind the node, in a namespace of its own (as a CNI gives a pod), listening for a NodePort's traffic."""
+_POD = """
+import socket, sys
+with socket.create_server((sys.argv[1], int(sys.argv[2]))) as server:
+    while True:
+        connection, _ = server.accept()
+        connection.close()
+"""
 
 
 @dataclass(frozen=True)
@@ -47,7 +58,7 @@ with socket.socket(socket.AF_INET, kind) as s:
     try:
         s.connect((sys.argv[5], port))
         if proto == "tcp":
-            banner = s.recv(64).decode(errors="replace") if port == 22 else ""
+            banner = s.recv(64).decode(errors="replace") if port in (22, 2222) else ""  # sshd's ports here
         else:
             s.send(b"probe")
             s.recv(64)
@@ -89,14 +100,30 @@ class Link:
         assert answer.outcome == "silent", f"{source} -> {proto}/{port}: {answer} although the firewall counted a drop"
 
     def dropped(self) -> int:
-        """Packets counted by the rule that ends tenantry's input chain, read inside the node."""
-        listing = json.loads(node.podman("exec", self.container, "nft", "--json", "list", "chain", "inet",
-                                         "tenantry_host", "input").stdout)
-        for item in listing["nftables"]:
-            rule = item.get("rule")
-            if rule and rule.get("comment") == DROP_COUNTER:
-                return next(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
-        raise AssertionError(f"no rule {DROP_COUNTER!r} in tenantry's input chain: {listing}")
+        """Packets counted by the rules that end tenantry's chains (input, nodeports), read inside the node."""
+        listing = json.loads(node.podman("exec", self.container, "nft", "--json", "list", "table", "inet",
+                                         "tenantry_host").stdout)
+        counts = {item["rule"].get("comment"): next(e["counter"]["packets"] for e in item["rule"]["expr"]
+                                                    if "counter" in e)
+                  for item in listing["nftables"] if "rule" in item and item["rule"].get("comment") in
+                  DROP_COUNTERS.values()}
+        assert set(counts) == set(DROP_COUNTERS.values()), f"tenantry's table lacks a drop counter: {listing}"
+        return sum(counts.values())
+
+    @contextmanager
+    def kube_proxy_nodeport(self, port: int) -> Iterator[None]:
+        """A stand-in for kube-proxy's NodePort rule (its nftables mode: a nat table of its own, DNAT at dstnat in
+        prerouting) sending the node's port to the pod; removed afterwards."""
+        table = ("table", "ip", "kube-proxy-standin")
+        node.podman("exec", self.container, "nft", "add", *table)
+        try:
+            node.podman("exec", self.container, "nft", "add", "chain", "ip", "kube-proxy-standin", "nodeports",
+                        "{ type nat hook prerouting priority dstnat; policy accept; }")
+            node.podman("exec", self.container, "nft", "add", "rule", "ip", "kube-proxy-standin", "nodeports",
+                        "tcp", "dport", str(port), "dnat", "to", f"{POD_ADDRESS}:{POD_PORT}")
+            yield
+        finally:
+            node.podman("exec", self.container, "nft", "delete", *table, check=False)
 
 
 def _run(*command: str) -> None:
@@ -105,28 +132,50 @@ def _run(*command: str) -> None:
 
 @contextmanager
 def linked(container: str) -> Iterator[Link]:
-    """The running container's namespace joined to a new peer namespace holding the three source addresses."""
+    """The running container's namespace joined to a new peer namespace holding the source addresses, and to a
+    pod's namespace behind it (forwarding on in the node, as on a Kubernetes node)."""
     pid = node.podman("inspect", "--format", "{{.State.Pid}}", container).stdout.strip()
     suffix = str(os.getpid() % 100000)
-    peer, node_end, peer_end = f"tenantry-fw-{suffix}", f"tfwn{suffix}", f"tfwp{suffix}"
+    peer, pod = f"tenantry-fw-{suffix}", f"tenantry-pod-{suffix}"
     inside = ["nsenter", "--target", pid, "--net"]
     _run("ip", "netns", "add", peer)
+    _run("ip", "netns", "add", pod)
+    listener = None
     try:
-        _run("ip", "link", "add", node_end, "type", "veth", "peer", "name", peer_end)
-        _run("ip", "link", "set", node_end, "netns", pid)
-        _run("ip", "link", "set", peer_end, "netns", peer)
-        _run(*inside, "sysctl", "--quiet", "--write", f"net.ipv6.conf.{node_end}.disable_ipv6=1")
-        _run("ip", "netns", "exec", peer, "sysctl", "--quiet", "--write", f"net.ipv6.conf.{peer_end}.disable_ipv6=1")
-        _run(*inside, "ip", "address", "add", f"{NODE_ADDRESS}/32", "dev", node_end)
-        _run(*inside, "ip", "link", "set", node_end, "up")
-        for cidr in SOURCES.values():
-            _run(*inside, "ip", "route", "add", cidr, "dev", node_end)
-        for source in SOURCES:
-            _run("ip", "netns", "exec", peer, "ip", "address", "add", f"{source}/32", "dev", peer_end)
-        _run("ip", "netns", "exec", peer, "ip", "link", "set", peer_end, "up")
-        _run("ip", "netns", "exec", peer, "ip", "link", "set", "lo", "up")
-        _run("ip", "netns", "exec", peer, "ip", "route", "add", f"{NODE_ADDRESS}/32", "dev", peer_end)
+        _join(pid, peer, f"tfwn{suffix}", f"tfwp{suffix}", (*SOURCES.values(),), (*SOURCES,))
+        _join(pid, pod, f"tfwq{suffix}", f"tfwo{suffix}", (f"{POD_ADDRESS}/32",), (POD_ADDRESS,))
+        _run(*inside, "sysctl", "--quiet", "--write", "net.ipv4.ip_forward=1")
+        # Through the node, as a pod's default route goes: the node's end answers ARP for its own address.
+        _run("ip", "netns", "exec", pod, "ip", "route", "add", "default", "via", NODE_ADDRESS, "dev", f"tfwo{suffix}",
+             "onlink")
+        listener = subprocess.Popen(["ip", "netns", "exec", pod, "python3", "-c", _POD, POD_ADDRESS, str(POD_PORT)])
         yield Link(container, peer)
     finally:
-        subprocess.run([*inside, "ip", "link", "delete", node_end], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "delete", peer], capture_output=True, check=False)
+        if listener is not None:
+            listener.kill()
+            listener.wait()
+        for node_end in (f"tfwn{suffix}", f"tfwq{suffix}"):
+            subprocess.run([*inside, "ip", "link", "delete", node_end], capture_output=True, check=False)
+        for namespace in (peer, pod):
+            subprocess.run(["ip", "netns", "delete", namespace], capture_output=True, check=False)
+
+
+def _join(pid: str, namespace: str, node_end: str, far_end: str, routes: tuple[str, ...],
+          addresses: tuple[str, ...]) -> None:
+    """A veth pair from the node to the namespace, IPv6 off on both ends (no neighbour discovery reaches the drop
+    counters), the node's address on its end, the routes to the namespace's networks, its addresses on the far end."""
+    inside = ["nsenter", "--target", pid, "--net"]
+    _run("ip", "link", "add", node_end, "type", "veth", "peer", "name", far_end)
+    _run("ip", "link", "set", node_end, "netns", pid)
+    _run("ip", "link", "set", far_end, "netns", namespace)
+    _run(*inside, "sysctl", "--quiet", "--write", f"net.ipv6.conf.{node_end}.disable_ipv6=1")
+    _run("ip", "netns", "exec", namespace, "sysctl", "--quiet", "--write", f"net.ipv6.conf.{far_end}.disable_ipv6=1")
+    _run(*inside, "ip", "address", "add", f"{NODE_ADDRESS}/32", "dev", node_end)
+    _run(*inside, "ip", "link", "set", node_end, "up")
+    for cidr in routes:
+        _run(*inside, "ip", "route", "add", cidr, "dev", node_end)
+    for address in addresses:
+        _run("ip", "netns", "exec", namespace, "ip", "address", "add", f"{address}/32", "dev", far_end)
+    _run("ip", "netns", "exec", namespace, "ip", "link", "set", far_end, "up")
+    _run("ip", "netns", "exec", namespace, "ip", "link", "set", "lo", "up")
+    _run("ip", "netns", "exec", namespace, "ip", "route", "add", f"{NODE_ADDRESS}/32", "dev", far_end)

@@ -1,7 +1,8 @@
 """The hardened firewall live on the booted Ubuntu node. Packets (fw-01): the node answers what its inventory lets
 in and drops the rest, as its own drop counter counts; the rules' text is not read here, what a host's neighbours can
 and cannot reach is (tests/ansible/packets.py). The service (fw-02, fw-04): reloading, restarting and stopping it
-leave another agent's table (kube-proxy's, the CNI's) in place."""
+leave another agent's table (kube-proxy's, the CNI's) in place. NodePorts are closed before kube-proxy's rewrite
+hands them to a pod (fw-01)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,16 @@ def test_fw_01_the_firewall_lets_in_what_the_inventory_allows(case, link):
 @pytest.mark.parametrize("case", DROPPED)
 def test_fw_01_the_firewall_drops_everything_else_and_counts_it(case, link):
     link.drops(*DROPPED[case])
+
+
+@pytest.mark.control("fw-01")
+def test_fw_01_a_nodeport_is_closed_to_strangers_before_kube_proxy_hands_it_to_its_pod(link):
+    """kube-proxy rewrites a NodePort's packets to their pod's address in prerouting, so they are forwarded and never
+    meet the input chain: with a stand-in of its rule sending the node's 30080 to a pod behind the node, the cluster
+    reaches the pod through the node, and a stranger is dropped before the rewrite."""
+    with link.kube_proxy_nodeport(30080):
+        assert link.accepts(CLUSTER, "tcp", 30080).outcome == "connected", "the cluster through the NodePort"
+        link.drops(STRANGER, "tcp", 30080)
 
 
 def _tables(container: str) -> set[str]:

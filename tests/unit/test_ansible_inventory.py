@@ -61,9 +61,22 @@ def test_a_pool_name_with_dashes_becomes_a_valid_group_name():
 def test_the_command_writes_the_files_and_refuses_a_stack_without_gpus(tmp_path, capsys):
     assert main(["inventory", "h100-mig-mixed", "--out", str(tmp_path)]) == 0
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.yml")) == [
-        "group_vars/pool_h100_mig.yml", "group_vars/pool_h100_whole.yml", "hosts.yml"]
+        "group_vars/gpu_pools.yml", "group_vars/pool_h100_mig.yml", "group_vars/pool_h100_whole.yml", "hosts.yml"]
     assert main(["inventory", "local", "--out", str(tmp_path / "local")]) == 1
     assert "has no GPU pool" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text("cluster: {}\n")
     assert main(["inventory", str(bad), "--out", str(tmp_path / "bad")]) == 2
+
+
+def test_the_admin_networks_reach_every_gpu_host_and_a_wrong_one_is_refused(tmp_path, capsys):
+    assert main(["inventory", "h100-mig-mixed", "--out", str(tmp_path), "--admin-cidr", "192.0.2.0/24",
+                 "--admin-cidr", "2001:db8::/64"]) == 0
+    assert yaml.safe_load((tmp_path / "group_vars" / "gpu_pools.yml").read_text()) == {
+        "firewall_admin_cidrs": ["192.0.2.0/24", "2001:db8::/64"]}
+    assert main(["inventory", "h100-mig-mixed", "--out", str(tmp_path / "unset")]) == 0
+    unset = (tmp_path / "unset" / "group_vars" / "gpu_pools.yml").read_text()
+    assert yaml.safe_load(unset) is None and "the firewall role refuses to run until it is" in unset
+    assert main(["inventory", "h100-mig-mixed", "--out", str(tmp_path / "bad"), "--admin-cidr", "10.0.0.1/8"]) == 2
+    assert "--admin-cidr 10.0.0.1/8: 10.0.0.1/8 has host bits set" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists(), "nothing is written for a wrong network"
