@@ -6,6 +6,7 @@ namespace of its own with no network (tests/ansible/packets.py links it to a pee
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -33,9 +34,9 @@ STACK = "h100-mig-mixed"
 """The stack whose inventory the test host joins: a MIG pool, so the MIG check (gpu-01) has work to do."""
 POOL_GROUP = "pool_h100_mig"
 ADMIN, ADMIN_GROUP = "ops", "ssh-users"
+"""The admin account a site adds before hardening (ssh_hardening refuses to lock everyone out)."""
 ADMIN_NETWORK = "192.0.2.0/24"
 """Where the site's administrators connect from (tests/ansible/packets.py sends from an address in it)."""
-"""The admin account a site adds before hardening (ssh_hardening refuses to lock everyone out)."""
 SITE_VARS = {"gpu_node_iommu": True, "gpu_node_hugepages_1g": 2}
 """Choices a site makes beyond the defaults, so that the options they switch on are proven too (gpu-07)."""
 
@@ -365,6 +366,7 @@ def waiver(target: str, control: str, fact: str | None = None) -> str | None:
     return " ".join(entry["why"].split())
 
 
+@functools.cache  # read for every fact of every kind as the tests are collected; the roles do not change meanwhile
 def control_tasks(skip_roles: tuple[str, ...] = ()) -> dict[str, str]:
     """Every control of ansible/ (outside the roles skipped) and the task name that carries its ID."""
     found: dict[str, str] = {}

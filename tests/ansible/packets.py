@@ -21,9 +21,9 @@ from tests.ansible import node
 
 NODE_ADDRESS = "198.18.0.1"
 ADMIN, CLUSTER, STRANGER, SITE_ADMIN = "192.0.2.10", "10.1.2.3", "203.0.113.7", "198.51.100.7"
-"""Inside firewall_admin_cidrs (192.0.2.0/24), inside firewall_cluster_cidrs and firewall_monitoring_cidrs
+"""Inside firewall_admin_cidrs (node.ADMIN_NETWORK), inside firewall_cluster_cidrs and firewall_monitoring_cidrs
 (10.0.0.0/8), inside neither, and an address a site adds as an admin network of its own (test_overrides.py)."""
-SOURCES = {ADMIN: "192.0.2.0/24", CLUSTER: "10.0.0.0/8", STRANGER: "203.0.113.0/24", SITE_ADMIN: "198.51.100.0/24"}
+SOURCES = {ADMIN: node.ADMIN_NETWORK, CLUSTER: "10.0.0.0/8", STRANGER: "203.0.113.0/24", SITE_ADMIN: "198.51.100.0/24"}
 ANSWER_SECONDS = 60.0
 """How long an accepted packet's answer may take on a loaded machine; an answer normally comes in milliseconds."""
 DROP_SECONDS = 2.0
@@ -48,6 +48,9 @@ class Answer:
     banner: str = ""
 
 
+SSH_PORTS = (22, 2222)
+"""Where sshd listens in these tests (2222: test_lockout_live.py's port change): a probe there reads its banner."""
+
 _PROBE = """
 import json, socket, sys
 source, proto, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
@@ -58,7 +61,7 @@ with socket.socket(socket.AF_INET, kind) as s:
     try:
         s.connect((sys.argv[5], port))
         if proto == "tcp":
-            banner = s.recv(64).decode(errors="replace") if port in (22, 2222) else ""  # sshd's ports here
+            banner = s.recv(64).decode(errors="replace") if sys.argv[6] == "banner" else ""
         else:
             s.send(b"probe")
             s.recv(64)
@@ -79,7 +82,8 @@ class Link:
     def probe(self, source: str, proto: str, port: int, seconds: float) -> Answer:
         """One connection (TCP) or datagram (UDP) from source to the node's port, and what came back."""
         done = subprocess.run(["ip", "netns", "exec", self.peer_namespace, "python3", "-c", _PROBE, source, proto,
-                               str(port), str(seconds), NODE_ADDRESS], capture_output=True, text=True,
+                               str(port), str(seconds), NODE_ADDRESS,
+                               "banner" if port in SSH_PORTS else "-"], capture_output=True, text=True,
                               timeout=seconds + 60, check=True)
         return Answer(**json.loads(done.stdout))
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import pytest
 
 from tests.ansible import node
-from tests.ansible.packets import ADMIN, NODE_ADDRESS
+from tests.ansible.packets import ADMIN, NODE_ADDRESS, SSH_PORTS
+
+MOVED_PORT = SSH_PORTS[1]
 
 
 @pytest.fixture
@@ -66,9 +68,9 @@ def test_fw_01_a_firewall_without_an_admin_network_is_refused(container_node):
 def test_fw_01_ssh_05_a_new_ssh_port_moves_sshd_and_the_firewall_together(container_node, link):
     try:
         moved = node.playbook(container_node.inventory, "--tags", "ssh_hardening,firewall",
-                              extra_vars={"ssh_hardening_port": 2222})
+                              extra_vars={"ssh_hardening_port": MOVED_PORT})
         assert moved.returncode == 0, moved.failures() or moved.stderr[-3000:]
-        assert link.accepts(ADMIN, "tcp", 2222).banner.startswith("SSH-2.0-")
+        assert link.accepts(ADMIN, "tcp", MOVED_PORT).banner.startswith("SSH-2.0-")
         link.drops(ADMIN, "tcp", 22)
     finally:
         back = node.playbook(container_node.inventory, "--tags", "ssh_hardening,firewall")
