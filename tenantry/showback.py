@@ -15,6 +15,7 @@ import calendar
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -301,28 +302,42 @@ JOIN "LiteLLM_SpendLogs" s ON s.team_id = w.team_id AND s."startTime" >= w.since
 GROUP BY 1, 2"""
 
 
-def read_spend(database_url: str, plan: Plan, period: Period) -> SpendRecords:
-    """LiteLLM's spend records of the period, and of each team's current budget window: the window
-    LiteLLM resets at the team's budget_reset_at, so it began one budget_duration before it (the
-    Plan's window for a team without one). Times are UTC, as LiteLLM writes them."""
+# Each request served: its request_id (the answer's `id`), tenant and spend.
+REQUESTS_SQL = f"""
+SELECT s.request_id, {_TEAM}, COALESCE(s.spend, 0)
+FROM "LiteLLM_SpendLogs" s LEFT JOIN "LiteLLM_TeamTable" t ON t.team_id = s.team_id
+WHERE s."startTime" >= %s AND s."startTime" < %s AND s.status IS DISTINCT FROM 'failure'"""
+
+
+@contextmanager
+def spend_database(database_url: str):
+    """A cursor on LiteLLM's database; any database error, as a ShowbackError naming it (without its password)."""
     try:
         import psycopg
     except ImportError:
         raise ShowbackError("showback reads PostgreSQL with psycopg: pip install 'tenantry[gateway]'") from None
-    windows = {t.name: t.budget_window for t in plan.tenants}
     try:
         with psycopg.connect(database_url, connect_timeout=10) as connection, connection.cursor() as cursor:
-            cursor.execute(_PERIOD_SQL, (period.start, period.end))
-            used = tuple(_group(row) for row in cursor.fetchall())
-            cursor.execute(_TEAMS_SQL)
-            teams = [(team_id, alias, since) for team_id, alias, duration, reset_at in cursor.fetchall()
-                     if alias and (since := _window_start(reset_at or period.end, duration, windows.get(alias)))]
-            cursor.execute(_WINDOW_SQL, ([t[0] for t in teams], [t[1] for t in teams], [t[2] for t in teams],
-                                         period.end))
-            in_window = tuple(_group(row) for row in cursor.fetchall())
+            yield cursor
     except psycopg.Error as error:
         raise ShowbackError(f"the spend records could not be read from {_redacted(database_url)}: "
                             f"{str(error).strip().splitlines()[0]}") from None
+
+
+def read_spend(database_url: str, plan: Plan, period: Period) -> SpendRecords:
+    """LiteLLM's spend records of the period, and of each team's current budget window: the window
+    LiteLLM resets at the team's budget_reset_at, so it began one budget_duration before it (the
+    Plan's window for a team without one). Times are UTC, as LiteLLM writes them."""
+    windows = {t.name: t.budget_window for t in plan.tenants}
+    with spend_database(database_url) as cursor:
+        cursor.execute(_PERIOD_SQL, (period.start, period.end))
+        used = tuple(_group(row) for row in cursor.fetchall())
+        cursor.execute(_TEAMS_SQL)
+        teams = [(team_id, alias, since) for team_id, alias, duration, reset_at in cursor.fetchall()
+                 if alias and (since := _window_start(reset_at or period.end, duration, windows.get(alias)))]
+        cursor.execute(_WINDOW_SQL, ([t[0] for t in teams], [t[1] for t in teams], [t[2] for t in teams],
+                                     period.end))
+        in_window = tuple(_group(row) for row in cursor.fetchall())
     return SpendRecords(period=used, budget_window=in_window)
 
 

@@ -97,6 +97,8 @@ class Record:
     'mid-stream', the stream a mid-stream fault sends so that it has one to cut."""
     gateway: int = 0
     """Which of the run's gateways it was sent to (its index)."""
+    response_id: str = ""
+    """The answer's `id` (a stream's chunks all carry it): LiteLLM's spend record of the answer has it as request_id."""
 
     @property
     def first_token_at(self) -> float | None:
@@ -111,6 +113,7 @@ class Record:
         and the usage's cost at the Plan's prices (`prices`: tenantry.showback.model_prices)."""
         rerouted_to = self.rerouted.partition(" -> ")[2].partition(" (")[0]
         self.served_by = rerouted_to or message.get("model") or self.served_by
+        self.response_id = self.response_id or str(message.get("id") or "")
         for choice in message.get("choices") or ():
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
         usage = message.get("usage") or {}

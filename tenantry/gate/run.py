@@ -155,13 +155,12 @@ def _reconciled(prepared: Prepared, database_url: str, since: datetime, out: Pat
     """The verdict with the spend-reconciles check (tenantry/gate/spend.py), written back."""
     from dataclasses import asdict
 
-    from tenantry.gate.spend import at_risk, kill_window, reconcile, recorded_by_tenant
+    from tenantry.gate.spend import kill_window, reconcile, recorded_requests
 
-    records, killed = read_records(out), prepared.scenario.fault_at("kill-gateway")
+    killed = prepared.scenario.fault_at("kill-gateway")
     window = kill_window((int(killed[0].subject), killed[1]) if killed else None, verdict.get("actions", []))
-    check = reconcile(records + read_records(out, WARM_UP_JSONL),
-                      lambda: recorded_by_tenant(prepared.plan, database_url, since),
-                      lost_with_a_replica=at_risk(records, window, prepared.plan.gateway.spend_write_seconds))
+    check = reconcile(read_records(out) + read_records(out, WARM_UP_JSONL),
+                      lambda: recorded_requests(database_url, since), killed=window)
     verdict = {**verdict, "checks": [*verdict["checks"], asdict(check)], "passed": verdict["passed"] and check.passed}
     (out / VERDICT_JSON).write_text(json.dumps(verdict, indent=1), encoding="utf-8")
     return verdict, exit_code if check.passed else max(exit_code, 1)
