@@ -52,18 +52,45 @@ def hosts(plan: Plan) -> dict[str, object]:
     return {"all": {"children": {ALL_POOLS_GROUP: {"children": children}}}}
 
 
-def site_vars(admin_cidrs: tuple[str, ...]) -> str:
-    """group_vars of every GPU host: the networks its administrators (and Ansible's controller) connect from. Left
-    unset, the firewall role refuses to run rather than admit SSH from nowhere."""
-    if not admin_cidrs:
-        return ("# firewall_admin_cidrs is not set: the firewall role refuses to run until it is. Write the networks\n"
-                "# your administrators and this controller connect from (tenantry inventory --admin-cidr CIDR):\n"
-                "# firewall_admin_cidrs: [192.0.2.0/24]\n")
-    return yaml.safe_dump({"firewall_admin_cidrs": list(admin_cidrs)}, sort_keys=False)
+CNI_PROFILES = ("calico-ipip", "calico-vxlan", "calico-bgp", "cilium-vxlan", "cilium-geneve", "cilium-native")
+"""The CNI profiles the firewall role knows (ansible/roles/firewall/vars/main.yml, firewall_cni_profiles): which CNI,
+and how it carries pods' traffic between nodes."""
 
 
-def inventory(plan: Plan, admin_cidrs: tuple[str, ...] = ()) -> tuple[InventoryFile, ...]:
-    """hosts.yml, the group_vars of every GPU host (the admin networks), and one group_vars file per GPU pool. A pool
+@dataclass(frozen=True, kw_only=True)
+class SiteNetworks:
+    """What the Plan cannot know about a site's network, given to `tenantry inventory` (each may be left for
+    group_vars): where administrators connect from, the cluster's CNI and its pod networks."""
+
+    admin_cidrs: tuple[str, ...] = ()
+    cni_profile: str = ""
+    pod_cidrs: tuple[str, ...] = ()
+
+
+_UNSET = {
+    "firewall_admin_cidrs": ("the networks your administrators and this controller connect from", "--admin-cidr CIDR",
+                             "[192.0.2.0/24]"),
+    "firewall_cni_profile": (f"the cluster's CNI: {', '.join(CNI_PROFILES)}", "--cni PROFILE", "calico-ipip"),
+    "firewall_pod_cidrs": ("the cluster's pod networks", "--pod-cidr CIDR", "[192.168.0.0/16]"),
+}
+
+
+def site_vars(networks: SiteNetworks) -> str:
+    """group_vars of every GPU host: the site's networks. Each left unset is a comment saying what to write; the
+    firewall role refuses to run until it is set, rather than admit SSH from nowhere or drop the pod network."""
+    values = {"firewall_admin_cidrs": list(networks.admin_cidrs), "firewall_cni_profile": networks.cni_profile,
+              "firewall_pod_cidrs": list(networks.pod_cidrs)}
+    given = {name: value for name, value in values.items() if value}
+    text = yaml.safe_dump(given, sort_keys=False) if given else ""
+    for name in (n for n in values if n not in given):
+        what, flag, example = _UNSET[name]
+        text += (f"# {name} is not set: the firewall role refuses to run until it is. Write {what}\n"
+                 f"# (tenantry inventory {flag}):\n# {name}: {example}\n")
+    return text
+
+
+def inventory(plan: Plan, networks: SiteNetworks = SiteNetworks()) -> tuple[InventoryFile, ...]:
+    """hosts.yml, the group_vars of every GPU host (the site's networks), and one group_vars file per GPU pool. A pool
     whose nodes come prepared (no node_names in the spec) gets an empty group, with a comment saying how many hosts
     the Plan expects there."""
     header = (f"# The GPU hosts of stack {plan.stack}, written by `tenantry inventory {plan.stack}` from its Plan.\n"
@@ -72,7 +99,7 @@ def inventory(plan: Plan, admin_cidrs: tuple[str, ...] = ()) -> tuple[InventoryF
                         for p in gpu_pools(plan)))
     files = [InventoryFile(path="hosts.yml", text=header + yaml.safe_dump(hosts(plan), sort_keys=False)),
              InventoryFile(path=f"group_vars/{ALL_POOLS_GROUP}.yml",
-                           text=f"# Every GPU host of stack {plan.stack}.\n" + site_vars(admin_cidrs))]
+                           text=f"# Every GPU host of stack {plan.stack}.\n" + site_vars(networks))]
     files += [InventoryFile(path=f"group_vars/{group_name(p)}.yml",
                             text=f"# Pool {p.name} of stack {plan.stack}, from its Plan.\n"
                                  + yaml.safe_dump(group_vars(p), sort_keys=False))

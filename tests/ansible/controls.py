@@ -91,8 +91,9 @@ SYSCTLS = {
     "net.core.bpf_jit_harden": 1, "vm.mmap_min_addr": 65536,
     "fs.suid_dumpable": 0, "kernel.core_pattern": "|/bin/false", "fs.protected_hardlinks": 1, "fs.protected_symlinks": 1,
     "fs.protected_fifos": 2, "fs.protected_regular": 2,
-    # A Kubernetes node: loose reverse-path filtering, forwarding on, bridged traffic through netfilter.
-    "net.ipv4.conf.all.rp_filter": 2, "net.ipv4.conf.default.rp_filter": 2, "net.ipv4.ip_forward": 1,
+    # A Kubernetes node with Calico (node.CNI_PROFILE): strict reverse-path filtering (Felix refuses loose), forwarding
+    # on, bridged traffic through netfilter.
+    "net.ipv4.conf.all.rp_filter": 1, "net.ipv4.conf.default.rp_filter": 1, "net.ipv4.ip_forward": 1,
     "net.bridge.bridge-nf-call-iptables": 1, "net.bridge.bridge-nf-call-ip6tables": 1,
 }
 USERNS_SYSCTL = {"bookworm": ("kernel.unprivileged_userns_clone", 0), "jammy": ("kernel.unprivileged_userns_clone", 0),

@@ -37,6 +37,9 @@ ADMIN, ADMIN_GROUP = "ops", "ssh-users"
 """The admin account a site adds before hardening (ssh_hardening refuses to lock everyone out)."""
 ADMIN_NETWORK = "192.0.2.0/24"
 """Where the site's administrators connect from (tests/ansible/packets.py sends from an address in it)."""
+CNI_PROFILE, POD_NETWORK = "calico-ipip", "100.64.0.0/16"
+"""The cluster's CNI (Calico's manifest default) and pod network, outside the cluster's 10.0.0.0/8 so that a pod's
+packets are let in for being a pod's (tests/ansible/packets.py sends from an address in it)."""
 SITE_VARS = {"gpu_node_iommu": True, "gpu_node_hugepages_1g": 2}
 """Choices a site makes beyond the defaults, so that the options they switch on are proven too (gpu-07)."""
 
@@ -228,8 +231,8 @@ def _swap_file(rootfs: Path) -> None:
 def inventory(out: Path, host: str, target: str, address: str, connection: str) -> Path:
     """The stack's inventory as `tenantry inventory` writes it, with its first MIG pool's host replaced by the
     throwaway node and the target's switches."""
-    subprocess.run([str(TENANTRY), "inventory", STACK, "--out", str(out), "--admin-cidr", ADMIN_NETWORK], check=True,
-                   capture_output=True)
+    subprocess.run([str(TENANTRY), "inventory", STACK, "--out", str(out), "--admin-cidr", ADMIN_NETWORK,
+                    "--cni", CNI_PROFILE, "--pod-cidr", POD_NETWORK], check=True, capture_output=True)
     hosts = yaml.safe_load((out / "hosts.yml").read_text())
     pool = hosts["all"]["children"]["gpu_pools"]["children"][POOL_GROUP]
     pool["hosts"] = {host: {"ansible_host": address, "ansible_connection": connection, **SITE_VARS,

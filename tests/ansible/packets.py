@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,10 +21,11 @@ from dataclasses import dataclass
 from tests.ansible import node
 
 NODE_ADDRESS = "198.18.0.1"
-ADMIN, CLUSTER, STRANGER, SITE_ADMIN = "192.0.2.10", "10.1.2.3", "203.0.113.7", "198.51.100.7"
-"""Inside firewall_admin_cidrs (node.ADMIN_NETWORK), inside firewall_cluster_cidrs and firewall_monitoring_cidrs
-(10.0.0.0/8), inside neither, and an address a site adds as an admin network of its own (test_overrides.py)."""
-SOURCES = {ADMIN: node.ADMIN_NETWORK, CLUSTER: "10.0.0.0/8", STRANGER: "203.0.113.0/24", SITE_ADMIN: "198.51.100.0/24"}
+ADMIN, CLUSTER, STRANGER, SITE_ADMIN, POD = "192.0.2.10", "10.1.2.3", "203.0.113.7", "198.51.100.7", "100.64.3.4"
+"""Inside firewall_admin_cidrs (node.ADMIN_NETWORK), inside firewall_cluster_cidrs (10.0.0.0/8), inside neither, an
+address a site adds as an admin network of its own (test_overrides.py), and a pod's (node.POD_NETWORK)."""
+SOURCES = {ADMIN: node.ADMIN_NETWORK, CLUSTER: "10.0.0.0/8", STRANGER: "203.0.113.0/24", SITE_ADMIN: "198.51.100.0/24",
+           POD: node.POD_NETWORK}
 ANSWER_SECONDS = 60.0
 """How long an accepted packet's answer may take on a loaded machine; an answer normally comes in milliseconds."""
 DROP_SECONDS = 2.0
@@ -74,6 +76,22 @@ with socket.socket(socket.AF_INET, kind) as s:
 """
 
 
+_IPIP = """
+import socket, sys
+# An IPv4 packet carried in IP-in-IP (protocol 4), as Calico's tunnel sends a pod's packet to another node: the
+# kernel writes the outer header; the inner one (20 bytes, no payload) is never delivered, only let in or dropped.
+inner = bytes.fromhex("45000014000000004001" "0000" "0a0a0001" "0a0a0002")
+with socket.socket(socket.AF_INET, socket.SOCK_RAW, 4) as s:
+    s.bind((sys.argv[1], 0))
+    s.sendto(inner, (sys.argv[2], 0))
+"""
+PASSED = "tenantry-test-passed"
+"""A table the test adds to the node to count the IP-in-IP packets tenantry's input chain let through: a base chain
+hooked after it, which a packet reaches only if it was not dropped."""
+VERDICT_SECONDS = 60.0
+"""How long an IP-in-IP packet may take to meet either counter on a loaded machine; normally microseconds."""
+
+
 @dataclass(frozen=True)
 class Link:
     container: str
@@ -113,6 +131,35 @@ class Link:
                   DROP_COUNTERS.values()}
         assert set(counts) == set(DROP_COUNTERS.values()), f"tenantry's table lacks a drop counter: {listing}"
         return sum(counts.values())
+
+    def ipip(self, source: str) -> str:
+        """One IP-in-IP packet from source to the node, and what tenantry's input chain did with it: "accepted" (a
+        chain hooked after it, PASSED, counted it) or "dropped" (its drop counter did). Nothing answers a tunnel's
+        packet, so the verdict is the node's own count, waited for until one of the two has it."""
+        table = ("table", "inet", PASSED)
+        node.podman("exec", self.container, "nft", "add", *table)
+        try:
+            node.podman("exec", self.container, "nft", "add", "chain", "inet", PASSED, "input",
+                        "{ type filter hook input priority filter + 10; policy accept; }")
+            node.podman("exec", self.container, "nft", "add", "rule", "inet", PASSED, "input", "ip", "protocol", "4",
+                        "counter")
+            before = self.dropped()
+            subprocess.run(["ip", "netns", "exec", self.peer_namespace, "python3", "-c", _IPIP, source, NODE_ADDRESS],
+                           check=True, capture_output=True, text=True, timeout=60)
+            deadline = time.monotonic() + VERDICT_SECONDS
+            while (passed := self._passed()) + (dropped := self.dropped() - before) == 0:
+                assert time.monotonic() < deadline, f"IP-in-IP from {source}: counted neither passed nor dropped"
+                time.sleep(0.2)
+            assert passed + dropped == 1, f"IP-in-IP from {source}: {passed} passed, {dropped} dropped"
+            return "accepted" if passed else "dropped"
+        finally:
+            node.podman("exec", self.container, "nft", "delete", *table, check=False)
+
+    def _passed(self) -> int:
+        listing = json.loads(node.podman("exec", self.container, "nft", "--json", "list", "table", "inet",
+                                         PASSED).stdout)
+        return next(e["counter"]["packets"] for item in listing["nftables"] if "rule" in item
+                    for e in item["rule"]["expr"] if "counter" in e)
 
     @contextmanager
     def kube_proxy_nodeport(self, port: int) -> Iterator[None]:

@@ -9,27 +9,38 @@ from __future__ import annotations
 import pytest
 
 from tests.ansible import node
-from tests.ansible.packets import ADMIN, CLUSTER, STRANGER
+from tests.ansible.packets import ADMIN, CLUSTER, POD, STRANGER
 
-ACCEPTED = {  # (source, protocol, port): what answers, nothing listening but sshd
+ACCEPTED = {  # (source, protocol, port): what answers, nothing listening but sshd. The node's CNI: calico-ipip.
     "ssh from the admin network": ((ADMIN, "tcp", 22), "connected"),
     "the kubelet from the cluster": ((CLUSTER, "tcp", 10250), "refused"),
-    "node-exporter from monitoring": ((CLUSTER, "tcp", 9100), "refused"),
-    "dcgm-exporter from monitoring": ((CLUSTER, "tcp", 9400), "refused"),
+    "the kubelet from a pod (metrics-server)": ((POD, "tcp", 10250), "refused"),
+    "kube-proxy's health check from the cluster": ((CLUSTER, "tcp", 10256), "refused"),
+    "node-exporter from the cluster": ((CLUSTER, "tcp", 9100), "refused"),
+    "node-exporter from a pod (Prometheus)": ((POD, "tcp", 9100), "refused"),
+    "dcgm-exporter from a pod (Prometheus)": ((POD, "tcp", 9400), "refused"),
     "Calico BGP from the cluster": ((CLUSTER, "tcp", 179), "refused"),
-    "VXLAN from the cluster": ((CLUSTER, "udp", 4789), "refused"),
+    "Calico Typha from the cluster": ((CLUSTER, "tcp", 5473), "refused"),
     "a NodePort from the cluster": ((CLUSTER, "tcp", 30080), "refused"),
 }
 DROPPED = {
     "ssh from a stranger": (STRANGER, "tcp", 22),
     "ssh from the cluster": (CLUSTER, "tcp", 22),
+    "ssh from a pod": (POD, "tcp", 22),
     "the kubelet from the admin network": (ADMIN, "tcp", 10250),
     "the kubelet from a stranger": (STRANGER, "tcp", 10250),
     "an exporter from a stranger": (STRANGER, "tcp", 9100),
-    "VXLAN from a stranger": (STRANGER, "udp", 4789),
+    "Calico BGP from a pod": (POD, "tcp", 179),
+    "VXLAN, which calico-ipip does not use, from the cluster": (CLUSTER, "udp", 4789),
+    "Cilium's VXLAN from the cluster": (CLUSTER, "udp", 8472),
     "a NodePort from a stranger": (STRANGER, "tcp", 30080),
     "a port nobody opened, from the cluster": (CLUSTER, "tcp", 8080),
 }
+CILIUM = {"firewall_cni_profile": "cilium-vxlan", "firewall_cni_wireguard": True}
+CILIUM_ACCEPTED = {"VXLAN": ("udp", 8472), "health": ("tcp", 4240), "Hubble's peer service": ("tcp", 4244),
+                   "WireGuard": ("udp", 51871), "kube-proxy's health check": ("tcp", 10256)}
+CILIUM_DROPPED = {"Calico BGP": ("tcp", 179), "Calico Typha": ("tcp", 5473), "Calico's WireGuard": ("udp", 51820),
+                  "Geneve, which cilium-vxlan does not use": ("udp", 6081)}
 
 
 @pytest.mark.control("fw-01")
@@ -56,6 +67,34 @@ def test_fw_01_a_nodeport_is_closed_to_strangers_before_kube_proxy_hands_it_to_i
     with link.kube_proxy_nodeport(30080):
         assert link.accepts(CLUSTER, "tcp", 30080).outcome == "connected", "the cluster through the NodePort"
         link.drops(STRANGER, "tcp", 30080)
+
+
+@pytest.mark.control("fw-01")
+def test_fw_01_calicos_ip_in_ip_tunnel_is_let_in_from_the_cluster_only(link):
+    """Calico's manifest default carries pods' packets between nodes in IP-in-IP, an IP protocol of its own (4), not a
+    port: a firewall of ports alone drops the pod network between nodes."""
+    assert link.ipip(CLUSTER) == "accepted"
+    assert link.ipip(STRANGER) == "dropped"
+    assert link.ipip(POD) == "dropped"
+
+
+@pytest.mark.control("fw-01")
+def test_fw_01_a_cilium_cluster_gets_ciliums_tunnel_health_and_wireguard_and_none_of_calicos(container_node, link):
+    """The node's inventory with another CNI profile (and WireGuard on): its ports open from the cluster, Calico's
+    close, and the tunnel protocol Calico alone uses is dropped; the suite's profile comes back after."""
+    try:
+        cilium = node.playbook(container_node.inventory, "--tags", "firewall", extra_vars=CILIUM)
+        assert cilium.returncode == 0, cilium.failures() or cilium.stderr[-2000:]
+        for what, (proto, port) in CILIUM_ACCEPTED.items():
+            assert link.accepts(CLUSTER, proto, port).outcome == "refused", what  # let in; nothing listens there
+        for proto, port in CILIUM_DROPPED.values():
+            link.drops(CLUSTER, proto, port)
+        assert link.ipip(CLUSTER) == "dropped"
+    finally:
+        restored = node.playbook(container_node.inventory, "--tags", "firewall")
+    assert restored.returncode == 0, restored.failures()
+    link.drops(CLUSTER, "udp", 8472)
+    assert link.accepts(CLUSTER, "tcp", 179).outcome == "refused"
 
 
 def _tables(container: str) -> set[str]:

@@ -64,6 +64,16 @@ def test_fw_01_a_firewall_without_an_admin_network_is_refused(container_node):
 
 
 @pytest.mark.control("fw-01")
+@pytest.mark.parametrize("unknown", [{"firewall_cni_profile": "flannel"}, {"firewall_pod_cidrs": []}])
+def test_fw_01_a_firewall_without_the_clusters_cni_or_pod_networks_is_refused(container_node, unknown):
+    """Guessed, they would drop the pod network between nodes (another CNI's tunnel) or the pods that call the host."""
+    message = _refused(node.playbook(container_node.inventory, "--tags", "firewall", extra_vars=unknown),
+                       "Refuse a firewall that knows neither the cluster's CNI nor its pod networks")
+    assert "must be one of calico-ipip, calico-vxlan, calico-bgp, cilium-vxlan" in message, message
+    assert "--cni PROFILE --pod-cidr CIDR" in message, message
+
+
+@pytest.mark.control("fw-01")
 @pytest.mark.control("ssh-05")
 def test_fw_01_ssh_05_a_new_ssh_port_moves_sshd_and_the_firewall_together(container_node, link):
     try:

@@ -12,6 +12,7 @@ from tenantry.spec import load_spec_text
 from tenantry.stacks import STACKS_DIR, plan_stack
 from tests.unit.specs import base_spec, to_yaml
 
+REPO = STACKS_DIR.parent
 SHIPPED = sorted(p.stem for p in STACKS_DIR.glob("*.yaml") if not p.name.startswith("Pulumi."))
 
 
@@ -69,14 +70,30 @@ def test_the_command_writes_the_files_and_refuses_a_stack_without_gpus(tmp_path,
     assert main(["inventory", str(bad), "--out", str(tmp_path / "bad")]) == 2
 
 
-def test_the_admin_networks_reach_every_gpu_host_and_a_wrong_one_is_refused(tmp_path, capsys):
+def test_the_sites_networks_reach_every_gpu_host_and_a_wrong_one_is_refused(tmp_path, capsys):
     assert main(["inventory", "h100-mig-mixed", "--out", str(tmp_path), "--admin-cidr", "192.0.2.0/24",
-                 "--admin-cidr", "2001:db8::/64"]) == 0
+                 "--admin-cidr", "2001:db8::/64", "--cni", "cilium-vxlan", "--pod-cidr", "100.64.0.0/16"]) == 0
     assert yaml.safe_load((tmp_path / "group_vars" / "gpu_pools.yml").read_text()) == {
-        "firewall_admin_cidrs": ["192.0.2.0/24", "2001:db8::/64"]}
+        "firewall_admin_cidrs": ["192.0.2.0/24", "2001:db8::/64"], "firewall_cni_profile": "cilium-vxlan",
+        "firewall_pod_cidrs": ["100.64.0.0/16"]}
     assert main(["inventory", "h100-mig-mixed", "--out", str(tmp_path / "unset")]) == 0
     unset = (tmp_path / "unset" / "group_vars" / "gpu_pools.yml").read_text()
-    assert yaml.safe_load(unset) is None and "the firewall role refuses to run until it is" in unset
-    assert main(["inventory", "h100-mig-mixed", "--out", str(tmp_path / "bad"), "--admin-cidr", "10.0.0.1/8"]) == 2
-    assert "--admin-cidr 10.0.0.1/8: 10.0.0.1/8 has host bits set" in capsys.readouterr().err
-    assert not (tmp_path / "bad").exists(), "nothing is written for a wrong network"
+    assert yaml.safe_load(unset) is None
+    for name, flag in (("firewall_admin_cidrs", "--admin-cidr CIDR"), ("firewall_cni_profile", "--cni PROFILE"),
+                       ("firewall_pod_cidrs", "--pod-cidr CIDR")):
+        assert f"# {name} is not set: the firewall role refuses to run until it is" in unset and flag in unset
+    for flag, value, message in (("--admin-cidr", "10.0.0.1/8", "--admin-cidr 10.0.0.1/8: 10.0.0.1/8 has host bits set"),
+                                 ("--pod-cidr", "pods", "--pod-cidr pods: 'pods' does not appear to be")):
+        assert main(["inventory", "h100-mig-mixed", "--out", str(tmp_path / "bad"), flag, value]) == 2
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        main(["inventory", "h100-mig-mixed", "--out", str(tmp_path / "bad"), "--cni", "flannel"])
+    assert refused.value.code == 2 and "invalid choice: 'flannel'" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists(), "nothing is written for a wrong network or CNI"
+
+
+def test_the_cni_profiles_offered_are_the_firewall_roles():
+    from tenantry.configs.ansible_inventory import CNI_PROFILES
+
+    role_vars = yaml.safe_load((REPO / "ansible" / "roles" / "firewall" / "vars" / "main.yml").read_text())
+    assert CNI_PROFILES == tuple(role_vars["firewall_cni_profiles"])
