@@ -6,7 +6,7 @@ networks: --admin-cidr, where administrators connect from, which the host
 firewall admits to SSH; --cni, the cluster's CNI profile, whose traffic between
 nodes it admits; --pod-cidr, the pod networks, which may call the kubelet and
 scrape the exporters) and DIR/group_vars/<group>.yml (the pool, its GPU, its MIG
-configuration, and the node labels and taint), then:
+configuration, and the taint and labels the kubelet registers), then:
 
     ansible-playbook -i DIR ansible/site.yml
 

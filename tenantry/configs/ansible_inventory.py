@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import yaml
 
 from tenantry.catalog.gpus import gpu_type
-from tenantry.configs.node_registration import CPU_POOL_GPU, pool_node_labels, pool_taint
+from tenantry.configs.node_registration import CPU_POOL_GPU, kubelet_node_labels, pool_taint
 from tenantry.plan import Plan
 from tenantry.plan.model import PoolPlan
 
@@ -42,7 +42,7 @@ def group_vars(pool: PoolPlan) -> dict[str, object]:
         "gpu_node_gpu": pool.gpu,
         "gpu_node_gpu_mig_capable": bool(gpu and gpu.mig_capable),
         "gpu_node_mig_config": pool.mig_config or "",
-        "gpu_node_labels": pool_node_labels(pool),
+        "gpu_node_labels": kubelet_node_labels(pool),
         "gpu_node_taint": pool_taint(pool),
     }
 

@@ -6,10 +6,17 @@ from __future__ import annotations
 
 from tenantry.plan.model import PoolPlan
 
-POOL_LABEL = "tenantry.io/pool"
-DEDICATED_LABEL = "tenantry.io/dedicated-to"
-"""On the nodes of a pool dedicated to one tenant (isolation: dedicated-node), and on the engines that serve one
-tenant alone; the engines of a dedicated pool select it beside the pool label."""
+RESTRICTED_PREFIX = "node-restriction.kubernetes.io/"
+"""Node labels under this prefix are set by the platform, never by a node: Kubernetes' NodeRestriction admission
+refuses them from a kubelet's own credentials, so a node (or whoever holds its kubelet's credentials) cannot put
+itself in a pool or dedicate itself to a tenant and attract the engines that select it."""
+POOL_LABEL = RESTRICTED_PREFIX + "tenantry-pool"
+"""The pool a node serves, which engines select."""
+DEDICATED_LABEL = RESTRICTED_PREFIX + "tenantry-dedicated-to"
+"""On the nodes of a pool dedicated to one tenant (isolation: dedicated-node); the engines of a dedicated pool
+select it beside the pool label."""
+POOL_TAINT_KEY = "tenantry.io/pool"
+"""The taint's key: a taint only keeps pods off, so the kubelet may register it (registerWithTaints)."""
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 WHOLE_GPUS = "all-disabled"
 """mig-parted's configuration for nodes whose GPUs stay whole."""
@@ -19,7 +26,8 @@ CPU_POOL_GPU = "CPU"
 
 def pool_node_labels(pool: PoolPlan) -> dict[str, str]:
     """The pool label engines select (and the tenant of a dedicated pool), and on GPU pools the MIG layout the
-    GPU Operator applies (whole GPUs included, so its mig-manager never picks a default of its own)."""
+    GPU Operator applies (whole GPUs included, so its mig-manager never picks a default of its own). The platform
+    sets them (deploy/gpu_nodes.py); kubelet_node_labels are those a node may register itself."""
     node_labels = {POOL_LABEL: pool.node_label}
     if pool.dedicated_to:
         node_labels[DEDICATED_LABEL] = pool.dedicated_to
@@ -28,7 +36,13 @@ def pool_node_labels(pool: PoolPlan) -> dict[str, str]:
     return node_labels
 
 
+def kubelet_node_labels(pool: PoolPlan) -> dict[str, str]:
+    """The pool's labels a kubelet may register its node with (Ansible's --node-labels): all but the restricted
+    ones, which NodeRestriction refuses from a kubelet (and the kubelet refuses to start with)."""
+    return {k: v for k, v in pool_node_labels(pool).items() if not k.startswith(RESTRICTED_PREFIX)}
+
+
 def pool_taint(pool: PoolPlan) -> str:
     """The taint nodes register with (docs/decisions.md: Node taints come from registration, labels from
     NodePatch), which engines of the pool tolerate."""
-    return f"{POOL_LABEL}={pool.node_label}:NoSchedule"
+    return f"{POOL_TAINT_KEY}={pool.node_label}:NoSchedule"

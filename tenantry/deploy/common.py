@@ -12,7 +12,6 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tenantry.configs.node_registration import POOL_LABEL
 from tenantry.pins import Chart
 
 PART_OF = "tenantry"
@@ -20,6 +19,11 @@ TENANT_LABEL = "tenantry.io/tenant"
 TIER_LABEL = "tenantry.io/tier"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 ENGINE_LABEL = "tenantry.io/engine"
+POOL_POD_LABEL = "tenantry.io/pool"
+"""On an engine's pods: the pool they run on (runbooks select them by it). The nodes' own label is
+node_registration.POOL_LABEL, which only the platform sets."""
+DEDICATED_POD_LABEL = "tenantry.io/dedicated-to"
+"""On the pods of an engine that serves one tenant alone: that tenant."""
 PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
 """The labels of kube-prometheus-stack's Prometheus pods, which every policy that lets Prometheus scrape selects."""
 KUBE_DNS_POD_LABELS = {"k8s-app": "kube-dns"}

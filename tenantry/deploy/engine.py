@@ -12,8 +12,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from tenantry.deploy.common import (
+    DEDICATED_POD_LABEL,
     ENGINE_LABEL,
-    POOL_LABEL,
+    POOL_POD_LABEL,
     TIMEOUT_ANNOTATION,
     cluster_service,
     labels,
@@ -36,7 +37,7 @@ from tenantry.deploy.model_cache import (
     populate,
 )
 from tenantry.plan.model import EnginePlan
-from tenantry.configs.node_registration import DEDICATED_LABEL
+from tenantry.configs.node_registration import DEDICATED_LABEL, POOL_LABEL, POOL_TAINT_KEY
 from tenantry.configs.vllm import ENGINE_ENVIRONMENT, PORT, VLLM_SERVE, stage_args, vllm_args
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
@@ -108,8 +109,8 @@ class Engine(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         e, ns = args.engine, args.namespace
         selector = engine_selector(e.name)
-        pod_labels = {**labels("engine"), **selector, POOL_LABEL: e.pool,
-                      **({DEDICATED_LABEL: e.dedicated_to} if e.dedicated_to else {})}
+        pod_labels = {**labels("engine"), **selector, POOL_POD_LABEL: e.pool,
+                      **({DEDICATED_POD_LABEL: e.dedicated_to} if e.dedicated_to else {})}
         caches = engine_caches(e)
         cache_args = CacheArgs(
             namespace=ns, fetch_image=args.fetch_image, hub_image=args.image, access_mode=args.cache_access_mode,
@@ -234,7 +235,7 @@ def _stages_meet(name: str, engine: str, ns: str, selector: dict[str, str], pod_
 
 
 def _tolerations(e: EnginePlan) -> list[dict[str, str]]:
-    tolerations = [{"key": POOL_LABEL, "operator": "Equal", "value": e.pool, "effect": "NoSchedule"}]
+    tolerations = [{"key": POOL_TAINT_KEY, "operator": "Equal", "value": e.pool, "effect": "NoSchedule"}]
     if e.gpu_resource:
         tolerations.append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
     return tolerations

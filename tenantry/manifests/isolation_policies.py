@@ -16,7 +16,8 @@ from urllib.parse import urlparse
 
 import yaml
 
-from tenantry.configs.node_registration import DEDICATED_LABEL, POOL_LABEL
+from tenantry.configs.node_registration import DEDICATED_LABEL, POOL_LABEL, POOL_TAINT_KEY
+from tenantry.deploy.common import DEDICATED_POD_LABEL
 from tenantry.manifests.cluster_policies import NODE_PATCH
 from tenantry.manifests.resources import Resource, containers, pod_templates, template_labels, workloads_by_name
 from tenantry.plan.model import Plan
@@ -75,9 +76,9 @@ def _dedicated_engine(tenant: str, level: str, engine: str, reached_by: set[str]
              ] if others else []
     if deployment is None:
         return [*found, f"engine {engine} of tenant {tenant} has no Deployment"]
-    if template_labels(deployment).get(DEDICATED_LABEL) != tenant:
+    if template_labels(deployment).get(DEDICATED_POD_LABEL) != tenant:
         found.append(f"{deployment.label} serves tenant {tenant} alone but its pods are not labelled "
-                     f"{DEDICATED_LABEL}={tenant}")
+                     f"{DEDICATED_POD_LABEL}={tenant}")
     if level == "mig":
         requested = {k for c in containers(deployment)
                      for k in ((c.get("resources") or {}).get("limits") or {}) if k.startswith("nvidia.com/")}
@@ -99,7 +100,7 @@ def _dedicated_pools(tenant: str, pools: set[str], resources: list[Resource]) ->
     found = []
     for resource, spec in ((r, t.get("spec") or {}) for r in resources for t in pod_templates(r)):
         tolerated = {t.get("value") for t in spec.get("tolerations") or []
-                     if t.get("key") == POOL_LABEL and t.get("operator") == "Equal"} & pools
+                     if t.get("key") == POOL_TAINT_KEY and t.get("operator") == "Equal"} & pools
         if tolerated and (spec.get("nodeSelector") or {}).get(DEDICATED_LABEL) != tenant:
             found.append(f"{resource.label} tolerates pool {', '.join(sorted(tolerated))}, dedicated to tenant "
                          f"{tenant}, without selecting its nodes ({DEDICATED_LABEL}={tenant})")

@@ -20,6 +20,8 @@ from grafana_foundation_sdk.builders.prometheus import Dataquery
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableOption
 
+from tenantry.configs.node_registration import POOL_LABEL
+from tenantry.monitoring.metric_labels import node_label
 from tenantry.monitoring.records import from_team
 from tenantry.monitoring.rules import P95_ERROR_BUDGET
 from tenantry.plan.model import EnginePlan, Plan
@@ -33,9 +35,10 @@ GATEWAY_JOB = "tenantry-gateway"
 """The gateway's scrape job: its Service's name on Kubernetes, the local stack's job name."""
 GRAFANA_BUILTINS = {"__rate_interval": "5m", "__range_s": "3600", "__range": "1h"}
 """What Grafana substitutes for its own variables, at the values the checks use (longest name first)."""
-NODE_POOL = ('label_replace(label_replace(max by (node, label_tenantry_io_pool) '
-             '(kube_node_labels{label_tenantry_io_pool!=""}), "Hostname", "$1", "node", "(.*)"), '
-             '"pool", "$1", "label_tenantry_io_pool", "(.*)")')
+_POOL = node_label(POOL_LABEL)
+NODE_POOL = (f'label_replace(label_replace(max by (node, {_POOL}) '
+             f'(kube_node_labels{{{_POOL}!=""}}), "Hostname", "$1", "node", "(.*)"), '
+             f'"pool", "$1", "{_POOL}", "(.*)")')
 """Each GPU node's pool, keyed by the Hostname label the DCGM exporter gives its series."""
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenantry.configs.node_registration import POOL_LABEL
 from tenantry.monitoring.alert_table import alert_rule
+from tenantry.monitoring.metric_labels import node_label
 from tenantry.plan.model import Plan
 
 GPU_TEMPERATURE_CELSIUS = 85
@@ -68,7 +70,7 @@ def _pool_alerts(plan: Plan) -> list[dict[str, Any]]:
     for (pool, resource), count in sorted(needed.items()):
         metric = resource.replace(".", "_").replace("/", "_").replace("-", "_")  # kube-state-metrics' sanitising
         offered = (f'sum(kube_node_status_allocatable{{resource="{metric}"}}\n'
-                   f'  * on (node) group_left max by (node) (kube_node_labels{{label_tenantry_io_pool="{pool}"}})\n'
+                   f'  * on (node) group_left max by (node) (kube_node_labels{{{node_label(POOL_LABEL)}="{pool}"}})\n'
                    '  * on (node) group_left max by (node) (kube_node_status_condition{condition="Ready", status="true"}))')
         rules.append(alert_rule(plan, "NodePoolGpusMissing", f"({offered}\n  or on () 0 * count(kube_node_labels)) < {count}",
                                 wait="10m",

@@ -44,10 +44,11 @@ class NodePoolSpec(SpecModel):
     )
     node_names: list[NodeName] | None = field(
         None,
-        description="Kubernetes names of the pool's nodes; tenantry labels them (tenantry.io/pool=<name> and "
-        "the MIG layout). tenantry never patches taints: register the nodes with the taint "
-        "tenantry.io/pool=<name>:NoSchedule (kubelet registerWithTaints, or the node pool's taints). Omit when the "
-        "nodes already carry the label (Ansible sets label and taint).",
+        description="Kubernetes names of the pool's nodes; tenantry labels them "
+        "(node-restriction.kubernetes.io/tenantry-pool=<name>, which no kubelet may set on its own node, and the MIG "
+        "layout). tenantry never patches taints: register the nodes with the taint "
+        "tenantry.io/pool=<name>:NoSchedule (kubelet registerWithTaints, or the node pool's taints; Ansible does). "
+        "Omit only when a cluster admin labels the nodes (kubectl label node).",
         min_length=1, max_length=1000,
     )
 

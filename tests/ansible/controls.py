@@ -119,7 +119,7 @@ SSHD = {  # sshd -T: the configuration the server actually runs with, lower-case
 }
 FIREWALL = "/etc/nftables.d/10-tenantry-host.nft"
 KUBELET = "/etc/default/kubelet"
-POOL_LABELS = "tenantry.io/pool=h100-mig,nvidia.com/mig.config=tenantry-1x3g.40gb-2x2g.20gb"
+POOL_LABELS = "nvidia.com/mig.config=tenantry-1x3g.40gb-2x2g.20gb"  # the pool label is the platform's (gpu_node refuses it)
 POOL_TAINT = "tenantry.io/pool=h100-mig:NoSchedule"
 
 

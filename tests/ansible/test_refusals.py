@@ -29,6 +29,20 @@ def test_gpu_01_a_whole_gpu_pool_on_a_gpu_without_mig_passes(chroot_node):
     assert [t.status for t in run.tasks if t.control == "gpu-01"] == ["ok"]
 
 
+@pytest.mark.control("gpu-08")
+def test_gpu_08_a_label_only_the_platform_may_set_is_refused_before_any_change(chroot_node):
+    """An inventory edited by hand to have the kubelet register the node's pool: NodeRestriction would refuse it from
+    the kubelet (which would not start), and a node that could set it could put itself in any pool."""
+    labels = {"node-restriction.kubernetes.io/tenantry-pool": "h100-mig", "nvidia.com/mig.config": "all-disabled"}
+    run = node.playbook(chroot_node.inventory, "--tags", "gpu_node_kubelet_enabled",
+                        extra_vars={"gpu_node_labels": labels})
+    failed = [t for t in run.tasks if t.status == "failed"]
+    assert run.returncode != 0 and [t.name.split(" : ", 1)[-1] for t in failed] == [
+        "Refuse node labels that only the platform may set"], run.stderr[-2000:]
+    assert "gpu_node_labels has node-restriction.kubernetes.io/tenantry-pool" in failed[0].message, failed[0].message
+    assert run.stats.get("changed") == 0, run.stats
+
+
 @pytest.mark.control("os-09")
 def test_os_09_a_variable_of_the_wrong_type_stops_the_play_before_any_task(chroot_node):
     run = node.playbook(chroot_node.inventory, extra_vars={"os_hardening_password_min_length": "fourteen"})

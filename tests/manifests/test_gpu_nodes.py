@@ -49,7 +49,7 @@ def test_node_patches_set_labels_and_never_the_taint_list(rendered):
         metadata = patch["metadata"]
         pool = pool_of[metadata["name"]]
         assert set(metadata) == {"name", "labels", "annotations"}
-        assert metadata["labels"] == {"tenantry.io/pool": pool.name, MIG_CONFIG_LABEL: pool.mig_config or WHOLE_GPUS}
+        assert metadata["labels"] == {"node-restriction.kubernetes.io/tenantry-pool": pool.name, MIG_CONFIG_LABEL: pool.mig_config or WHOLE_GPUS}
 
 
 def test_node_patches_take_over_their_labels_under_one_named_field_manager(rendered):

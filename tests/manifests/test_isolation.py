@@ -85,7 +85,7 @@ def test_a_mig_tenants_engine_runs_on_slices_no_other_tenant_reaches(stack):
 
 def test_a_dedicated_replica_serves_its_tenant_alone(stack):
     plan, resources = stack
-    assert template_labels(_named(resources, "Deployment", "qwen-7b"))[DEDICATED_LABEL] == "acme"
+    assert template_labels(_named(resources, "Deployment", "qwen-7b"))["tenantry.io/dedicated-to"] == "acme"
     assert [t for t, models in _teams(resources).items() if "qwen-7b" in models] == ["acme"]
     # Another tenant's route to it, as a fallback would add: its team must be allowed the target.
     tampered = changed(resources, "ConfigMap", "tenantry-reconciler", lambda props: props["data"].update(
@@ -94,7 +94,7 @@ def test_a_dedicated_replica_serves_its_tenant_alone(stack):
     assert promised(tampered, plan) == ["engine qwen-7b of tenant acme (isolation dedicated-replica) is reached by "
                                         "chat-app too"]
     unlabelled = changed(resources, "Deployment", "qwen-7b",
-                          lambda props: props["spec"]["template"]["metadata"]["labels"].pop(DEDICATED_LABEL))
+                          lambda props: props["spec"]["template"]["metadata"]["labels"].pop("tenantry.io/dedicated-to"))
     assert promised(unlabelled, plan) == ["Deployment tenantry/qwen-7b serves tenant acme alone but its pods are not "
                                           "labelled tenantry.io/dedicated-to=acme"]
 
@@ -107,7 +107,7 @@ def test_a_dedicated_node_runs_its_tenants_engine_and_nothing_else_tolerates_it(
     assert node.metadata["labels"][DEDICATED_LABEL] == "partner"
     # The engine and the Job that fills its weights cache, both bound to the partner's nodes.
     tolerating = {r.label: pod_spec(r)["nodeSelector"].get(DEDICATED_LABEL) for r in resources
-                  if any(t.get("key") == POOL_LABEL and t.get("value") == "partner"
+                  if any(t.get("key") == "tenantry.io/pool" and t.get("value") == "partner"
                          for t in (pod_spec(r) or {}).get("tolerations") or [])}
     assert [label.rsplit("-", 1)[0] for label in sorted(tolerating)] == [
         "Deployment tenantry/llama", "Job tenantry/llama-70b-weights"]  # the Job's name ends in its content's hash
@@ -115,12 +115,12 @@ def test_a_dedicated_node_runs_its_tenants_engine_and_nothing_else_tolerates_it(
 
     def tolerate_partner(props: dict[str, Any]) -> None:
         props["spec"]["template"]["spec"]["tolerations"].append(
-            {"key": POOL_LABEL, "operator": "Equal", "value": "partner", "effect": "NoSchedule"})
+            {"key": "tenantry.io/pool", "operator": "Equal", "value": "partner", "effect": "NoSchedule"})
 
     assert promised(changed(resources, "Deployment", "llama-8b", tolerate_partner), plan) == [
         "Deployment tenantry/llama-8b tolerates pool partner, dedicated to tenant partner, without selecting its "
-        "nodes (tenantry.io/dedicated-to=partner)"]
+        "nodes (node-restriction.kubernetes.io/tenantry-dedicated-to=partner)"]
     unlabelled = changed(resources, "NodePatch", "h100-partner-0",
                           lambda props: props["metadata"]["labels"].pop(DEDICATED_LABEL))
     assert promised(unlabelled, plan) == ["node h100-partner-0 of pool partner is not labelled "
-                                          "tenantry.io/dedicated-to=partner"]
+                                          "node-restriction.kubernetes.io/tenantry-dedicated-to=partner"]

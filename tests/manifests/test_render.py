@@ -92,8 +92,9 @@ def test_engines_carry_the_plans_gpus_and_placement(rendered):
     for engine in plan.engines:
         pods = _engine_pods(rendering, engine)
         for pod in pods:  # across nodes, the leader's (first) and the workers'
-            dedicated = {"tenantry.io/dedicated-to": engine.dedicated_to} if engine.dedicated_nodes else {}
-            assert pod["nodeSelector"] == {"tenantry.io/pool": engine.pool, **dedicated}
+            # The nodes' labels only the platform sets (NodeRestriction keeps a kubelet from setting them).
+            dedicated = {"node-restriction.kubernetes.io/tenantry-dedicated-to": engine.dedicated_to} if engine.dedicated_nodes else {}
+            assert pod["nodeSelector"] == {"node-restriction.kubernetes.io/tenantry-pool": engine.pool, **dedicated}
             assert {"key": "tenantry.io/pool", "operator": "Equal", "value": engine.pool,
                     "effect": "NoSchedule"} in pod["tolerations"]
             vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
@@ -196,7 +197,7 @@ def test_gpu_nodes_and_the_operator(rendered):
     for pool in plan.pools:
         for node in pool.node_names or ():
             labels = nodes[node]["metadata"]["labels"]
-            assert labels["tenantry.io/pool"] == pool.name
+            assert labels["node-restriction.kubernetes.io/tenantry-pool"] == pool.name
             assert labels[MIG_CONFIG_LABEL] == (pool.mig_config or "all-disabled")
             # The taint comes from the node's registration (docs/decisions.md: Node taints come from registration,
             # labels from NodePatch).

@@ -271,7 +271,7 @@ def test_a_pool_short_of_ready_gpus_alerts_and_a_cluster_without_kube_state_metr
     pool = plan.pools[0].name
     node = 'node="gpu-0"'
     series = [
-        {"series": f'kube_node_labels{{{node}, label_tenantry_io_pool="{pool}"}}', "values": "1x30"},
+        {"series": f'kube_node_labels{{{node}, label_node_restriction_kubernetes_io_tenantry_pool="{pool}"}}', "values": "1x30"},
         {"series": f'kube_node_status_allocatable{{{node}, resource="nvidia_com_gpu", unit="integer"}}', "values": "8x30"},
         {"series": f'kube_node_status_condition{{{node}, condition="Ready", status="true"}}', "values": "1x10 0x20"},
     ]

@@ -108,7 +108,7 @@ def _one_failed_call(service: str) -> dict[str, str]:
     return {f"{service}_failed_requests_total": once, f"{service}_total_requests_total": once}
 
 
-KSM = {'kube_node_labels{node="gpu-0", label_tenantry_io_pool="h100"}': gauge(1)}
+KSM = {'kube_node_labels{node="gpu-0", label_node_restriction_kubernetes_io_tenantry_pool="h100"}': gauge(1)}
 """kube-state-metrics reporting a node: the stack runs on a cluster."""
 
 
@@ -192,7 +192,7 @@ def _projection(per_minute: float) -> dict[str, str]:
 
 def _pool(ready: int) -> dict[str, str]:
     node = 'node="gpu-0"'
-    return {f'kube_node_labels{{{node}, label_tenantry_io_pool="h100"}}': gauge(1),
+    return {f'kube_node_labels{{{node}, label_node_restriction_kubernetes_io_tenantry_pool="h100"}}': gauge(1),
             f'kube_node_status_allocatable{{{node}, resource="nvidia_com_gpu", unit="integer"}}': gauge(8),
             f'kube_node_status_condition{{{node}, condition="Ready", status="true"}}': gauge(ready)}
 
@@ -416,6 +416,6 @@ def test_a_cluster_that_never_backed_up_pages_once_its_schedule_has_been_missed(
     count from 0. Five-minute samples, within Prometheus's five-minute lookback."""
     firing = [{"exp_labels": {"severity": "critical"}}]
     _unit_test(tmp_path, "h100x8-shared-70b", [{"interval": "5m", "input_series": _series({
-        'kube_node_labels{node="gpu-0", label_tenantry_io_pool="h100"}': "1x330"}), "alert_rule_test": [
+        'kube_node_labels{node="gpu-0", label_node_restriction_kubernetes_io_tenantry_pool="h100"}': "1x330"}), "alert_rule_test": [
         {"eval_time": "24h55m", "alertname": "PostgresBackupTooOld", "exp_alerts": []},
         {"eval_time": "25h20m", "alertname": "PostgresBackupTooOld", "exp_alerts": firing}]}], evaluation_interval="5m")

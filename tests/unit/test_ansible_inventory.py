@@ -26,7 +26,7 @@ def test_the_test_spec_inventory_is_worked_by_hand():
         "pool_whole": {"hosts": {"gpu-whole-0": None}}, "pool_sliced": {"hosts": {}}}}}}}
     assert files["group_vars/pool_whole.yml"] == {
         "gpu_node_pool": "whole", "gpu_node_gpu": "H100-80GB-SXM", "gpu_node_gpu_mig_capable": True,
-        "gpu_node_mig_config": "", "gpu_node_labels": {"tenantry.io/pool": "whole", "nvidia.com/mig.config": "all-disabled"},
+        "gpu_node_mig_config": "", "gpu_node_labels": {"nvidia.com/mig.config": "all-disabled"},
         "gpu_node_taint": "tenantry.io/pool=whole:NoSchedule"}
     sliced = files["group_vars/pool_sliced.yml"]
     assert sliced["gpu_node_gpu_mig_capable"] and sliced["gpu_node_mig_config"]
@@ -41,10 +41,9 @@ def test_every_shipped_stacks_gpu_pools_are_groups_with_the_labels_and_taint_pul
     assert set(groups) == {group_name(p) for p in gpu_pools(stack_plan)}
     for pool in gpu_pools(stack_plan):
         variables = files[f"group_vars/{group_name(pool)}.yml"]
-        # Written out, not recomputed: the labels deploy/gpu_nodes.py patches and the taint engines tolerate.
-        dedicated = {"tenantry.io/dedicated-to": pool.dedicated_to} if pool.dedicated_to else {}
-        assert variables["gpu_node_labels"] == {"tenantry.io/pool": pool.name,
-                                                "nvidia.com/mig.config": pool.mig_config or "all-disabled", **dedicated}
+        # Written out, not recomputed: the label deploy/gpu_nodes.py patches too, and the taint engines tolerate; the
+        # pool and tenant labels are the platform's alone (NodeRestriction), never the kubelet's.
+        assert variables["gpu_node_labels"] == {"nvidia.com/mig.config": pool.mig_config or "all-disabled"}
         assert variables["gpu_node_taint"] == f"tenantry.io/pool={pool.name}:NoSchedule"
         assert set(groups[group_name(pool)]["hosts"]) == set(pool.node_names or ())
 

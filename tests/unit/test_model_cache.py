@@ -119,7 +119,7 @@ def _cache_pod(engine, role: str, planned, hub_token: object | None):
     args = CacheArgs(namespace="tenantry", fetch_image="rclone", hub_image="vllm", access_mode="ReadWriteOnce",
                      storage_class=None, deadline_seconds=engine.pod.populate_seconds, hub_token=hub_token,
                      bucket_access=bucket_access(planned.platform), bucket_account=None,
-                     node_selector={"tenantry.io/pool": engine.pool}, tolerations=[])
+                     node_selector={"node-restriction.kubernetes.io/tenantry-pool": engine.pool}, tolerations=[])
     return content, _pod_spec(content, args, hub_token if content.from_hub else None)
 
 
