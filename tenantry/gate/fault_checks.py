@@ -263,8 +263,11 @@ def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) ->
     served = [r for r in records if r.tier != "guaranteed" and r.ok
               and windows.get(r.gateway, away)[0] < r.sent < windows.get(r.gateway, away)[1]]
     if served:
+        first_token = served[0].first_token_at
         problems.append(f"{len(served)} {served[0].tier} request(s) served while Redis was away (first: "
-                        f"{served[0].tenant} at {served[0].sent - stopped_at:+.1f} s)")
+                        f"{served[0].tenant} sent at {served[0].sent - stopped_at:+.1f} s on gateway {served[0].gateway}, "
+                        f"its first token at {(first_token or served[0].sent + served[0].e2e) - stopped_at:+.1f} s; "
+                        f"Redis started again at {back_at - stopped_at:+.0f} s)")
     late = [r for r in records if r.sent >= back_at + RECOVERY_SECONDS and (r.shed == "redis" or _failed(r))]
     if late:
         problems.append(f"{len(late)} request(s) refused for Redis or failed more than {RECOVERY_SECONDS:g} s after "
