@@ -11,6 +11,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from tenantry.gate.records import retry_after_seconds
 from tenantry.monitoring.dashboards import dashboards, expand, panels
 from tenantry.monitoring.metrics import kubernetes_only
 from tests.local.conftest import chat, stream_text
@@ -35,10 +36,10 @@ def _honouring_retry_after(send: Callable[[], httpx.Response]) -> int:
     still counted when it asks again at once; how long that moment lasts on a loaded machine is not the test's."""
     for _ in range(RETRIES):
         response = send()
-        wait = response.headers.get("retry-after")
+        wait = retry_after_seconds(response.headers.get("retry-after", ""))
         if response.status_code != 429 or not wait:
             break
-        time.sleep(float(wait))
+        time.sleep(wait)
     return response.status_code
 
 
