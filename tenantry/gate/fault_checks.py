@@ -227,6 +227,31 @@ def peak_in_flight(records: list[Record], tenant: str, start: float, end: float)
     return max((sum(1 for s, e in spans if s <= sent < e) for sent, _ in spans), default=0)
 
 
+def _first_token(record: Record) -> float:
+    return record.first_token_at or record.sent + record.e2e
+
+
+def _served_while_away(records: list[Record], refused: list[Record], away: tuple[float, float],
+                       restarted_at: float) -> tuple[list[Record], list[Record]]:
+    """Lower-tier requests a replica served inside its own window of refusals for Redis: those admitted while Redis
+    was away (a breach), and those that may have been admitted once it was back (reported).
+
+    Each replica finds Redis gone on its next call to it: one that refused is judged by its own first and
+    last refusal (the soak saw a spot request served on one replica 0.1 s after the other's first refusal),
+    from when its first refusal was answered: a fresh clone of 8431c26 had a best-effort request served that
+    was sent 0.4 s after the first refusal was sent, before that refusal's answer (0.7 s) came back. Admission
+    may wait on Redis for a while: a loaded clone of ac336f9 served a request sent 0.1 s before its replica's last
+    refusal, 1.6 s before Redis was started again. A request is admitted before its first token, so one whose
+    first token came before the command to start Redis again was admitted without Redis; one whose first token
+    came after it may have been admitted by Redis back."""
+    by_replica = {g: [r for r in refused if r.gateway == g] for g in {r.gateway for r in refused}}
+    windows = {g: (min(r.sent + r.e2e for r in mine), max(r.sent for r in mine)) for g, mine in by_replica.items()}
+    inside = [r for r in records if r.tier != "guaranteed" and r.ok
+              and windows.get(r.gateway, away)[0] < r.sent < windows.get(r.gateway, away)[1]]
+    return ([r for r in inside if _first_token(r) < restarted_at],
+            [r for r in inside if _first_token(r) >= restarted_at])
+
+
 def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) -> Check:
     """Admission's fail-safe while Redis is away (docs/platform.md: Admission): guaranteed tenants are
     never refused for capacity and always answered (an engine's 5xx is reported: it is not admission's; so is a
@@ -234,11 +259,12 @@ def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) ->
     the other tiers are refused (429, X-Tenantry-Shed: redis) from the answer to each replica's first such
     refusal to the sending of its last (the gateway's own word on when Redis was away: a stop command may take
     seconds, each replica finds out on its next call, and a request sent while an earlier one still waited on
-    Redis may have been answered by it); RECOVERY_SECONDS after Redis is back nobody is refused for it.
+    Redis may have been answered by it, as may one whose first token came after the command to start Redis again:
+    _served_while_away); RECOVERY_SECONDS after that command returned nobody is refused for it.
     How many requests a guaranteed tenant had in flight is reported from the client's side, not
     judged: LiteLLM's own Redis calls add seconds outside admission during an outage, so the client's
     view overstates the gateway's count (the per-replica bound is the plugin's, tested on it)."""
-    _, stopped_at = scenario.fault_at("stop-redis")
+    fault, stopped_at = scenario.fault_at("stop-redis")
     back_at = stopped_at + OUTAGE_SECONDS
     problems = []
     # With Redis, a guaranteed request beyond the slots its tenant reserved on an engine takes a shared slot or
@@ -254,21 +280,14 @@ def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) ->
     if not refused:
         problems.append("no lower-tier request was refused for Redis: the outage was not seen")
     away = (refused[0].sent, refused[-1].sent) if refused else (back_at, back_at)
-    # Each replica finds Redis gone on its next call to it: one that refused is judged by its own first and
-    # last refusal (the soak saw a spot request served on one replica 0.1 s after the other's first refusal),
-    # from when its first refusal was answered: a fresh clone of 8431c26 had a best-effort request served that
-    # was sent 0.4 s after the first refusal was sent, before that refusal's answer (0.7 s) came back.
-    by_replica = {g: [r for r in refused if r.gateway == g] for g in {r.gateway for r in refused}}
-    windows = {g: (min(r.sent + r.e2e for r in mine), max(r.sent for r in mine)) for g, mine in by_replica.items()}
-    served = [r for r in records if r.tier != "guaranteed" and r.ok
-              and windows.get(r.gateway, away)[0] < r.sent < windows.get(r.gateway, away)[1]]
+    restarted_at, restarted = scenario.fault_times.get(fault.restore or "", (back_at, back_at))
+    served, admitted_after = _served_while_away(records, refused, away, restarted_at)
     if served:
-        first_token = served[0].first_token_at
         problems.append(f"{len(served)} {served[0].tier} request(s) served while Redis was away (first: "
                         f"{served[0].tenant} sent at {served[0].sent - stopped_at:+.1f} s on gateway {served[0].gateway}, "
-                        f"its first token at {(first_token or served[0].sent + served[0].e2e) - stopped_at:+.1f} s; "
-                        f"Redis started again at {back_at - stopped_at:+.0f} s)")
-    late = [r for r in records if r.sent >= back_at + RECOVERY_SECONDS and (r.shed == "redis" or _failed(r))]
+                        f"its first token at {_first_token(served[0]) - stopped_at:+.1f} s; the command to start "
+                        f"Redis again at {restarted_at - stopped_at:+.1f} s)")
+    late = [r for r in records if r.sent >= restarted + RECOVERY_SECONDS and (r.shed == "redis" or _failed(r))]
     if late:
         problems.append(f"{len(late)} request(s) refused for Redis or failed more than {RECOVERY_SECONDS:g} s after "
                         f"it was back")
@@ -283,6 +302,11 @@ def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) ->
     if beyond:
         seen += (f"; {len(beyond)} guaranteed request(s) beyond their tenant's reservation on an engine refused for its "
                  f"shared slots while Redis answered, as the Plan allows (first: {beyond[0].error[:100]})")
+    if admitted_after:
+        seen += (f"; {len(admitted_after)} lower-tier request(s) sent while Redis was away had their first token only "
+                 f"after the command to start it again, so may have been admitted once it was back (first: sent at "
+                 f"{admitted_after[0].sent - stopped_at:+.1f} s, first token at "
+                 f"{_first_token(admitted_after[0]) - stopped_at:+.1f} s)")
     if failed:  # an engine's error reaches a guaranteed tenant with or without Redis: the SLO's business
         seen += f"; {len(failed)} guaranteed request(s) failed on their way to the engine (first: {failed[0].error[:100]})"
     return _judged("redis-outage", problems, seen, "no guaranteed request refused for capacity or left unanswered")

@@ -145,6 +145,23 @@ def test_a_request_sent_while_the_first_refusal_still_waited_on_redis_may_have_b
     assert not check_redis_outage([*redis_outage_run(), after_the_answer], plan, run).passed
 
 
+def test_a_request_admission_held_until_redis_was_started_again_is_reported_not_judged(plan):
+    """A loaded clone of ac336f9 served a best-effort request sent 0.1 s before its replica's last refusal for
+    Redis: admission may wait on Redis, so one whose first token came only after the command to start Redis again
+    (recorded by the run, here 1.5 s after its schedule) may have been admitted by Redis back; one whose first token
+    came before that command was admitted without Redis, even after the schedule's restart."""
+    run = dataclasses.replace(scenario("redis-outage", plan, short=True),
+                              fault_times={"stop-redis": (STOPPED_AT, STOPPED_AT + 1), "start-redis": (41.5, 42.5)})
+    after_the_restart = dataclasses.replace(lower(34.8, status=200, shed="", error=""), ttft=7.0)
+    check = check_redis_outage([*redis_outage_run(), after_the_restart], plan, run)
+    assert check.passed and "1 lower-tier request(s) sent while Redis was away had their first token only after" \
+        in check.detail, check
+    before_the_restart = dataclasses.replace(lower(34.8, status=200, shed="", error=""), ttft=6.0)
+    check = check_redis_outage([*redis_outage_run(), before_the_restart], plan, run)
+    assert not check.passed and "its first token at +30.8 s; the command to start Redis again at +31.5 s" \
+        in check.detail, check
+
+
 @pytest.mark.parametrize(("extra", "says"), [
     ([sent(20, status=429, error="busy", shed="redis")], "1 guaranteed request(s) refused for capacity or unanswered"),
     ([sent(20, status=0, error="ReadTimeout")], "1 guaranteed request(s) refused for capacity or unanswered"),
