@@ -1,6 +1,6 @@
 """Throwaway nodes, hardened once per session in the background and shared by every module of tests/ansible/: Ubuntu
 24.04 through the chroot connection (site.yml twice: converge, then the idempotence run), the same hardened tree booted
-under podman with systemd (site.yml once more, its services live), Debian 12 through the chroot connection (the
+under podman with systemd (site.yml twice more, its services live), Debian 12 through the chroot connection (the
 hardening roles, converged once) and its tree booted by its own kernel in a VM.
 
 The builds start as the session begins (tests/conftest.py), once the live stacks serve (engines loading beside a
