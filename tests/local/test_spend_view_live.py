@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tenantry.monitoring.dashboards import GATEWAY_JOB
 from tests.local.conftest import RunningStack, chat
 
 SHOWBACK = "trial"
@@ -23,6 +24,17 @@ SHARE = f'tenantry:tenant_budget_spent:ratio{{tenant="{SHOWBACK}"}}'
 
 def _teams(admin) -> dict[str, dict]:
     return {t["team_alias"]: t for t in admin.get("/team/list").json()}
+
+
+def _gauges(stack: RunningStack) -> dict[str, list]:
+    """What the share is recorded from, per gateway replica (tenantry/monitoring/records.py: budget_spent), and
+    whether Prometheus reaches the replicas: a failure then says which part never came."""
+    team = f'team_alias="{SHOWBACK}"'
+    return {query: [(r["metric"].get("instance"), r["value"][1]) for r in stack.prometheus(query)]
+            for query in (f"litellm_team_max_budget_metric{{{team}}}", f"litellm_remaining_team_budget_metric{{{team}}}",
+                          f"increase(litellm_spend_metric_total{{{team}}}[2m])",
+                          f'tenantry:tenant_budget_reset:timestamp{{tenant="{SHOWBACK}"}} - time()',
+                          f'tenantry:tenant_budget_updated:timestamp{{tenant="{SHOWBACK}"}}', f'up{{job="{GATEWAY_JOB}"}}')}
 
 
 def _crossed(stack: RunningStack, level: str) -> bool:
@@ -51,7 +63,7 @@ def test_a_showback_tenant_is_served_past_its_budget_and_its_spent_share_passes_
             statuses.append(chat(client, "micro", "hello there").status_code)
         else:
             pytest.fail(f"{SHOWBACK} spent {spent} USD of {tenant.budget_usd}; its share in Prometheus: "
-                        f"{stack.prometheus(SHARE)}")
+                        f"{stack.prometheus(SHARE)}; what the share is made of: {_gauges(stack)}")
     assert set(statuses) == {200}, statuses  # never refused, past the budget included
     share = float(stack.prometheus(SHARE)[0]["value"][1])
     assert share > 1, share  # judged against the Plan's budget, not the gateway's runaway guard

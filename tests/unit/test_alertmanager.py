@@ -9,7 +9,6 @@ import json
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -28,6 +27,7 @@ from tenantry.local.models import BuiltModel
 from tenantry.monitoring.alertmanager import (
     CLUSTER_TIMING, ENGINE_DOWN_SILENCES, HEARTBEAT, PAGE, RECEIVERS, SILENT, TICKET, Webhook, alertmanager_config)
 from tenantry.stacks import plan_stack
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
@@ -105,18 +105,12 @@ def test_an_unknown_receiver_or_an_ambiguous_webhook_is_refused_by_name():
         Webhook(url="http://127.0.0.1:9/", url_file="/secrets/page")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def running_alertmanager(config_file: Path, folder: Path) -> Iterator[str]:
     """Debian's Alertmanager on a free port, without clustering; its URL."""
     if not ALERTMANAGER.exists():
         pytest.fail(f"{ALERTMANAGER} is missing: run `make test` (it installs Debian's prometheus-alertmanager)")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (folder / "alertmanager.log").open("w")
     process = subprocess.Popen([str(ALERTMANAGER), f"--config.file={config_file}", f"--storage.path={folder / 'data'}",

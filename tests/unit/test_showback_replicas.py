@@ -6,7 +6,6 @@ minute), loaded with promtool's backfill, and asked through read_replica_hours a
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
@@ -16,6 +15,7 @@ import pytest
 
 from tenantry.showback import Period, SpendRecords, ShowbackError, read_replica_hours, showback
 from tenantry.stacks import plan_stack
+from tests.ports import free_port
 
 STEP = 60
 """Seconds between two samples, as a scrape every minute writes them."""
@@ -33,12 +33,6 @@ def _series(engine: str, replicas: dict[str, tuple[datetime, datetime]]) -> str:
     return "\n".join(lines) + "\n# EOF\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def two_hours(tmp_path_factory):
     """(Prometheus's URL, the period): llama-70b (h200-many-adapters: floor 2, ceiling 4) ran its two floor
@@ -53,7 +47,7 @@ def two_hours(tmp_path_factory):
     subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(folder / "series.om"),
                     str(folder / "data")], check=True, capture_output=True)
     (folder / "prometheus.yml").write_text("global: {}\n")
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(["prometheus", f"--config.file={folder / 'prometheus.yml'}",
                                f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -112,4 +106,4 @@ def test_without_prometheus_an_autoscaled_engine_is_billed_on_its_floor_and_says
 def test_an_unreachable_prometheus_is_a_clear_error():
     period = Period(start=datetime(2026, 1, 1), end=datetime(2026, 1, 1, 2))
     with pytest.raises(ShowbackError, match="the replicas engine llama-70b ran could not be read from"):
-        read_replica_hours(f"http://127.0.0.1:{_free_port()}", plan_stack("h200-many-adapters"), period)
+        read_replica_hours(f"http://127.0.0.1:{free_port()}", plan_stack("h200-many-adapters"), period)

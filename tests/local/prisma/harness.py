@@ -9,7 +9,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,18 +21,14 @@ from typing import Any
 
 import pytest
 
+from tests.ports import free_port
+
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 MASTER_KEY = "sk-tenantry-test-master"
 PROMPT = [{"role": "user", "content": "hello there"}]
 INPUT_PRICE, OUTPUT_PRICE = 0.001, 0.002
 # Direct HTTP to 127.0.0.1 only, whatever proxy the environment names.
 HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(check: Callable[[], Any], *, what: str, timeout: float, interval: float = 0.5) -> Any:
