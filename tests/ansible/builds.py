@@ -57,7 +57,7 @@ def _tools_present() -> None:
     assert (node.ANSIBLE_BIN / "ansible-playbook").exists(), "no .venv-ansible: `make test` installs it"
 
 
-def _timed(step: str, action):
+def timed(step: str, action):
     started = time.monotonic()
     try:
         return action()
@@ -68,8 +68,8 @@ def _timed(step: str, action):
 def _harden(key: str, target: str, address: str, connection: str, rootfs: Path, host: Host) -> HardenedNode:
     inventory = node.inventory(node.CACHE / "inventories" / key, key, target, address, connection)
     args = node.NODES[key].playbook_args
-    converge = _timed(f"{key}: converge", lambda: node.playbook(inventory, *args))
-    second_run = (_timed(f"{key}: second run", lambda: node.playbook(inventory, *args))
+    converge = timed(f"{key}: converge", lambda: node.playbook(inventory, *args))
+    second_run = (timed(f"{key}: second run", lambda: node.playbook(inventory, *args))
                   if converge.returncode == 0 and node.NODES[key].second_run else None)
     return HardenedNode(key, target, address, rootfs, inventory, converge, second_run, host)
 
@@ -78,7 +78,7 @@ def _chroot_node(key: str, after: Callable[[], None]) -> HardenedNode:
     after()
     _tools_present()
     distribution = node.NODES[key].distribution
-    image = _timed(f"{distribution.name}: image (built or reused)", lambda: node.node_image(distribution))
+    image = timed(f"{distribution.name}: image (built or reused)", lambda: node.node_image(distribution))
     rootfs = node.unpack(image, node.CACHE / "nodes" / key)
     return _harden(key, "chroot", str(rootfs), "community.general.chroot", rootfs,
                    testinfra.get_host(str(rootfs), connection="chroot"))
@@ -96,7 +96,7 @@ def _container_node(key: str, tree: Future) -> HardenedNode:
     subprocess.run(["cp", "-a", str(hardened_tree.rootfs), str(rootfs)], check=True)
     os.environ["CONTAINERS_CONF"] = str(node.containers_conf())  # testinfra's podman exec runs with this session's
     node.boot(rootfs, name)
-    state = _timed(f"{key}: boot", lambda: node.wait_for_boot(name))
+    state = timed(f"{key}: boot", lambda: node.wait_for_boot(name))
     assert state in ("running", "degraded"), f"systemd in {key} did not finish starting: {state!r}"
     return _harden(key, "container", name, "containers.podman.podman", rootfs, testinfra.get_host(f"podman://{name}"))
 
@@ -107,11 +107,11 @@ def _vm(tree: Future) -> vm.BootedVM:
     folder = node.CACHE / "nodes" / VM
     folder.mkdir(parents=True, exist_ok=True)
     tree = folder / "tree"
-    kernel, initramfs = _timed(f"{VM}: kernel installed", lambda: vm.prepare_tree(hardened_tree.rootfs, tree))
-    image = _timed(f"{VM}: disk", lambda: vm.disk(tree, folder / "disk.img"))
+    kernel, initramfs = timed(f"{VM}: kernel installed", lambda: vm.prepare_tree(hardened_tree.rootfs, tree))
+    image = timed(f"{VM}: disk", lambda: vm.disk(tree, folder / "disk.img"))
     kernel, initramfs = (Path(shutil.copy(path, folder)) for path in (kernel, initramfs))
     shutil.rmtree(tree)  # the disk holds it now
-    return _timed(f"{VM}: boot", lambda: vm.boot(kernel, initramfs, image, folder))
+    return timed(f"{VM}: boot", lambda: vm.boot(kernel, initramfs, image, folder))
 
 
 def needed(items) -> bool:

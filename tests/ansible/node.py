@@ -242,20 +242,22 @@ def inventory(out: Path, host: str, target: str, address: str, connection: str) 
     return out
 
 
-def ssh_inventory(base: Path, out: Path, host: str, address: str, source: str) -> Path:
-    """The node's inventory (base) reached the way a site's controller reaches a host: over SSH to address, from
-    source, as the admin with its key, sudo for become."""
+def ssh_inventory(base: Path, out: Path, host: str, address: str, source: str | None = None, port: int = 22,
+                  extra: dict | None = None) -> Path:
+    """The node's inventory (base) reached the way a site's controller reaches a host: over SSH to address and port,
+    from source (or wherever the route says), as the admin with its key, sudo for become; extra host variables on
+    top."""
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(base, out)
     hosts = yaml.safe_load((out / "hosts.yml").read_text())
     group = hosts["all"]["children"]["gpu_pools"]["children"][POOL_GROUP]
+    bind = f"-o BindAddress={source} " if source else ""
     group["hosts"][host].update({
-        "ansible_host": address, "ansible_connection": "ssh", "ansible_user": ADMIN, "ansible_become": True,
-        "ansible_ssh_private_key_file": str(admin_key()),
-        "ansible_ssh_common_args": f"-o BindAddress={source} -o StrictHostKeyChecking=no "
-                                   "-o UserKnownHostsFile=/dev/null",
-        "ansible_ssh_args": "-o ControlMaster=no"})  # no master left running once the play is over
+        "ansible_host": address, "ansible_port": port, "ansible_connection": "ssh", "ansible_user": ADMIN,
+        "ansible_become": True, "ansible_ssh_private_key_file": str(admin_key()),
+        "ansible_ssh_common_args": f"{bind}-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+        "ansible_ssh_args": "-o ControlMaster=no", **(extra or {})})  # no master left running once the play is over
     (out / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
     return out
 
@@ -263,7 +265,7 @@ def ssh_inventory(base: Path, out: Path, host: str, address: str, source: str) -
 @dataclass(frozen=True)
 class TaskResult:
     name: str
-    status: str  # ok, changed, skipped, failed
+    status: str  # ok, changed, skipped, failed, unreachable
     message: str
 
     @property
@@ -280,7 +282,7 @@ class Run:
     stderr: str
 
     def failures(self) -> list[str]:
-        return [f"{t.name}: {t.message}" for t in self.tasks if t.status == "failed"]
+        return [f"{t.name}: {t.status}: {t.message}" for t in self.tasks if t.status in ("failed", "unreachable")]
 
 
 def playbook(inventory_dir: Path, *args: str, extra_vars: dict | None = None, netns: str | None = None) -> Run:
@@ -304,8 +306,8 @@ def playbook(inventory_dir: Path, *args: str, extra_vars: dict | None = None, ne
 
 def _task_result(task: dict) -> TaskResult:
     result = next(iter(task["hosts"].values()), {})
-    status = ("failed" if result.get("failed") else "skipped" if result.get("skipped")
-              else "changed" if result.get("changed") else "ok")
+    status = ("unreachable" if result.get("unreachable") else "failed" if result.get("failed")
+              else "skipped" if result.get("skipped") else "changed" if result.get("changed") else "ok")
     return TaskResult(task["task"]["name"], status, str(result.get("msg", "")))
 
 

@@ -9,10 +9,12 @@ services are read in the Ubuntu container instead, and the headers of the runnin
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from tests.ansible import builds, node
-from tests.ansible.controls import FACTS, KERNEL_FACTS
+from tests.ansible.controls import FACTS, KERNEL_FACTS, SYSCTL_FILE
 
 CASES = [pytest.param(fact.control, fact, id=f"vm-{fact.id}") for fact in (*FACTS, *KERNEL_FACTS)
          if fact.live and fact.control in node.controls_of(builds.VM_TREE)]
@@ -31,3 +33,41 @@ def vm():
 @pytest.mark.parametrize(("control", "fact"), CASES)
 def test_kernel_control(vm, control, fact):
     fact.check(vm.host)
+
+
+RP_FILTER = ("net.ipv4.conf.all.rp_filter", "net.ipv4.conf.default.rp_filter", "net.ipv4.conf.tenantry0.rp_filter")
+
+
+def _rp_filter_with(vm, sysctl_file: str) -> dict[str, str]:
+    """The VM's kernel after `sysctl --system` with this file in the role's place, as a boot applies it (after
+    Debian's own sysctl.d files), read for `all`, `default` and a device created afterwards."""
+    encoded = base64.b64encode(sysctl_file.encode()).decode()
+    vm.host.check_output(f"echo {encoded} | base64 -d > {SYSCTL_FILE} && sysctl --system")
+    vm.host.check_output("ip link add tenantry0 type dummy")
+    try:
+        return {key: vm.host.check_output(f"sysctl -n {key}") for key in RP_FILTER}
+    finally:
+        vm.host.run("ip link del tenantry0")
+
+
+@pytest.mark.control("os-03")
+def test_os_03_a_cilium_node_turns_reverse_path_filtering_off_for_the_devices_cilium_creates(vm):
+    """rp_filter follows the CNI: strict (1) for Calico, whose Felix exits on loose, and off (0) for Cilium, whose
+    datapath's packets fail a reverse-path check on the lxc and cilium_ devices it creates (the kernel takes the
+    larger of `all` and the device's value). The role writes the Debian chroot's file for a Cilium profile (its
+    sysctl tasks alone, live switches off there), and the VM's own kernel applies it as a boot would: `all` and a
+    device created afterwards read 0; the file for Calico, which the VM booted with, gives 1 again."""
+    chroot = builds.hardened(node.DEBIAN_CHROOT)
+    calico = chroot.host.file(SYSCTL_FILE).content_string
+    sysctl_tasks = ("--tags", "os_hardening_sysctl_enabled", *node.NODES[node.DEBIAN_CHROOT].playbook_args)
+    try:
+        written = node.playbook(chroot.inventory, *sysctl_tasks, extra_vars={"firewall_cni_profile": "cilium-vxlan"})
+        assert written.returncode == 0, written.failures() or written.stderr[-2000:]
+        cilium = chroot.host.file(SYSCTL_FILE).content_string
+    finally:
+        restored = node.playbook(chroot.inventory, *sysctl_tasks)
+    assert restored.returncode == 0 and chroot.host.file(SYSCTL_FILE).content_string == calico, restored.failures()
+    try:
+        assert _rp_filter_with(vm, cilium) == dict.fromkeys(RP_FILTER, "0")
+    finally:
+        assert _rp_filter_with(vm, calico) == dict.fromkeys(RP_FILTER, "1")

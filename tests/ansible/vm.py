@@ -26,6 +26,7 @@ from testinfra.backend import base
 from testinfra.host import Host
 
 from tests.ansible import node
+from tests.ports import free_port
 
 KERNEL_PACKAGE = "linux-image-amd64"
 MEMORY_MB = 1024
@@ -106,6 +107,8 @@ class BootedVM:
     folder: Path
     host: Host
     boot_state: str
+    ssh_port: int
+    """The test machine's 127.0.0.1 port that reaches the node's SSH port (22) once its network card is up."""
 
     @property
     def console(self) -> str:
@@ -120,11 +123,18 @@ class BootedVM:
 
 def boot(kernel: Path, initramfs: Path, image: Path, folder: Path) -> BootedVM:
     """The VM booted from the disk with the node's kernel; returned once the agent answers and systemd's start-up has
-    ended (running or degraded). Its console (kernel and systemd) goes to console.log in folder."""
+    ended (running or degraded). Its console (kernel and systemd) goes to console.log in folder.
+
+    It has one network card, on qemu's user network cut off from everything (restrict=on) but for the node's SSH
+    port, forwarded from a free port of the test machine's 127.0.0.1: the node configures no address for it, so it
+    stays down unless a test brings it up (tests/ansible/test_vm_converge.py)."""
     agent_socket = folder / "agent.sock"
     agent_socket.unlink(missing_ok=True)
+    ssh_port = free_port()
     command = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(MEMORY_MB), "-smp", "1", "-display", "none",
-               "-monitor", "none", "-no-reboot", "-nic", "none", "-kernel", str(kernel), "-initrd", str(initramfs),
+               "-monitor", "none", "-no-reboot",
+               "-nic", f"user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
+               "-kernel", str(kernel), "-initrd", str(initramfs),
                "-append", "root=/dev/vda rw console=ttyS0 panic=-1",
                "-drive", f"file={image},if=virtio,format=raw",
                "-serial", f"file:{folder / 'console.log'}",
@@ -139,7 +149,7 @@ def boot(kernel: Path, initramfs: Path, image: Path, folder: Path) -> BootedVM:
     except BaseException:
         process.kill()
         raise
-    return BootedVM(process, folder, Host(backend), state)
+    return BootedVM(process, folder, Host(backend), state, ssh_port)
 
 
 def _agent_channel(agent_socket: Path, process: subprocess.Popen, deadline: float) -> tuple[socket.socket, Any]:
