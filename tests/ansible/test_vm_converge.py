@@ -24,7 +24,8 @@ RUN_IT = "TENANTRY_VM_CONVERGE"
 pytestmark = pytest.mark.skipif(
     os.environ.get(RUN_IT) != "1",
     reason=f"needs KVM to fit make test's time: under qemu's software emulation, beside the live tests, each run over "
-           f"SSH took 11-13 minutes; {RUN_IT}=1 runs it (docs/decisions.md: What make test skips)")
+           f"SSH took 11-13 minutes; {RUN_IT}=1 runs it "
+           "(docs/decisions.md: What `make test` skips, and what would run it)")
 
 QEMU_HOST, NODE_ADDRESS = "10.0.2.2", "10.0.2.15/24"
 """qemu's user network: where the test machine's connections come from, and the address the node takes."""

@@ -29,12 +29,12 @@ def _teams(admin) -> dict[str, dict]:
 def _gauges(stack: RunningStack) -> dict[str, list]:
     """What the share is recorded from, per gateway replica (tenantry/monitoring/records.py: budget_spent), and
     whether Prometheus reaches the replicas: a failure then says which part never came."""
-    team = f'team_alias="{SHOWBACK}"'
-    return {query: [(r["metric"].get("instance"), r["value"][1]) for r in stack.prometheus(query)]
-            for query in (f"litellm_team_max_budget_metric{{{team}}}", f"litellm_remaining_team_budget_metric{{{team}}}",
-                          f"increase(litellm_spend_metric_total{{{team}}}[2m])",
-                          f'tenantry:tenant_budget_reset:timestamp{{tenant="{SHOWBACK}"}} - time()',
-                          f'tenantry:tenant_budget_updated:timestamp{{tenant="{SHOWBACK}"}}', f'up{{job="{GATEWAY_JOB}"}}')}
+    team, tenant = f'team_alias="{SHOWBACK}"', f'tenant="{SHOWBACK}"'
+    queries = (f"litellm_team_max_budget_metric{{{team}}}", f"litellm_remaining_team_budget_metric{{{team}}}",
+               f"increase(litellm_spend_metric_total{{{team}}}[2m])",
+               f"tenantry:tenant_budget_reset:timestamp{{{tenant}}} - time()",
+               f"tenantry:tenant_budget_updated:timestamp{{{tenant}}}", f'up{{job="{GATEWAY_JOB}"}}')
+    return {query: [(r["metric"].get("instance"), r["value"][1]) for r in stack.prometheus(query)] for query in queries}
 
 
 def _crossed(stack: RunningStack, level: str) -> bool:
