@@ -9,7 +9,6 @@ import statistics
 
 from tenantry.gate.records import Record
 from tenantry.gate.scenario_model import Fault, Scenario
-from tenantry.gate.scenarios import OUTAGE_SECONDS
 from tenantry.gate.spend import KILL_SETTLE_SECONDS
 from tenantry.gate.verdict import Check, is_shed, served_by
 from tenantry.gateway.tenant_policy_ledger import LEASE_SECONDS, RENEW_EVERY_SECONDS
@@ -197,7 +196,7 @@ def check_database_outage(records: list[Record], plan: Plan, scenario: Scenario)
     for want of it, and once it is back every request is answered again. Spend written after
     the outage is judged by spend-reconciles, as in every run."""
     _, stopped_at = scenario.fault_at("stop-postgres")
-    back_at = stopped_at + OUTAGE_SECONDS
+    back_at, back = scenario.fault_undone("stop-postgres")
     during = [r for r in records if stopped_at <= r.sent < back_at]
     problems = []
     unauthenticated = [r for r in records if r.status == 401]
@@ -207,7 +206,7 @@ def check_database_outage(records: list[Record], plan: Plan, scenario: Scenario)
     hung = [r for r in records if r.status == 0]
     if hung:
         problems.append(f"{len(hung)} request(s) got no answer at all (first: {hung[0].error[:120]})")
-    after = [r for r in records if r.sent >= back_at + RECOVERY_SECONDS and _failed(r)]
+    after = [r for r in records if r.sent >= back + RECOVERY_SECONDS and _failed(r)]
     if after:
         problems.append(f"{len(after)} request(s) failed more than {RECOVERY_SECONDS:g} s after PostgreSQL was back "
                         f"(first: {after[0].error[:120]})")
@@ -228,7 +227,7 @@ def peak_in_flight(records: list[Record], tenant: str, start: float, end: float)
 
 
 def _first_token(record: Record) -> float:
-    return record.first_token_at or record.sent + record.e2e
+    return record.sent + record.e2e if record.first_token_at is None else record.first_token_at
 
 
 def _served_while_away(records: list[Record], refused: list[Record], away: tuple[float, float],
@@ -264,13 +263,13 @@ def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) ->
     How many requests a guaranteed tenant had in flight is reported from the client's side, not
     judged: LiteLLM's own Redis calls add seconds outside admission during an outage, so the client's
     view overstates the gateway's count (the per-replica bound is the plugin's, tested on it)."""
-    fault, stopped_at = scenario.fault_at("stop-redis")
-    back_at = stopped_at + OUTAGE_SECONDS
+    _, stopped_at = scenario.fault_at("stop-redis")
+    restarted_at, restarted = scenario.fault_undone("stop-redis")
     problems = []
     # With Redis, a guaranteed request beyond the slots its tenant reserved on an engine takes a shared slot or
     # is refused (shared-slots), as the Plan says: reported, not judged. Without Redis nothing may refuse it.
     beyond = [r for r in records if r.tier == "guaranteed" and r.shed == "shared-slots"
-              and not stopped_at <= r.sent <= back_at]
+              and not stopped_at <= r.sent <= restarted_at]
     blocked = [r for r in records if r.tier == "guaranteed" and (is_shed(r) or r.status == 0) and r not in beyond]
     if blocked:
         problems.append(f"{len(blocked)} guaranteed request(s) refused for capacity or unanswered (first at "
@@ -279,8 +278,7 @@ def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) ->
     refused = sorted((r for r in records if r.shed == "redis"), key=lambda r: r.sent)
     if not refused:
         problems.append("no lower-tier request was refused for Redis: the outage was not seen")
-    away = (refused[0].sent, refused[-1].sent) if refused else (back_at, back_at)
-    restarted_at, restarted = scenario.fault_times.get(fault.restore or "", (back_at, back_at))
+    away = (refused[0].sent, refused[-1].sent) if refused else (restarted_at, restarted_at)
     served, admitted_after = _served_while_away(records, refused, away, restarted_at)
     if served:
         problems.append(f"{len(served)} {served[0].tier} request(s) served while Redis was away (first: "
@@ -293,7 +291,7 @@ def check_redis_outage(records: list[Record], plan: Plan, scenario: Scenario) ->
                         f"it was back")
     peaks = [f"{t.name} peaked at {peak_in_flight(records, t.name, *away)} in flight while Redis was away (bound "
              f"{plan.gateway.replicas * t.max_concurrency}: {plan.gateway.replicas} replicas x {t.max_concurrency}), "
-             f"{peak_in_flight(records, t.name, back_at + RECOVERY_SECONDS, scenario.seconds)} after"
+             f"{peak_in_flight(records, t.name, restarted + RECOVERY_SECONDS, scenario.seconds)} after"
              for t in plan.tenants if t.tier == "guaranteed"]
     seen = (f"Redis away from {away[0] - stopped_at:+.1f} s to {away[1] - stopped_at:+.1f} s of the stop: "
             f"{len(refused)} lower-tier request(s) refused with X-Tenantry-Shed: redis (median answer "

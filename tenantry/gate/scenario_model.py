@@ -133,6 +133,15 @@ class Scenario:
         found = self.fault_at(kind)
         return None if found is None else self.fault_times.get(kind, (found[1], found[1]))[1]
 
+    def fault_undone(self, kind: str) -> tuple[float, float] | None:
+        """When the command undoing the fault (its restore) started and returned, as recorded by the run, or else
+        when its seconds ran out from its start (the gate undoes it then: a command under load may start late)."""
+        found = self.fault_at(kind)
+        if found is None or found[0].restore is None:
+            return None
+        fault, at = found
+        return self.fault_times.get(fault.restore, (at + fault.seconds, at + fault.seconds))
+
     def stage_at(self, elapsed: float) -> Stage | None:
         for stage in self.stages:
             if elapsed < stage.seconds:
